@@ -1,0 +1,59 @@
+"""User-facing settings of the LPT backend: which schedule to run and the cost model's constants."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal, Tuple
+
+Mode = Literal["vanilla", "lpt", "chunk", "fixed", "auto"]
+MODES: Tuple[str, ...] = ("vanilla", "lpt", "chunk", "fixed", "auto")
+
+# Calibrated on one NVIDIA H200 (132 SMs) with `gsplat-lpt calibrate` (see README, "Calibrating the
+# cost model"): lambda is the per-chunk overhead (partials written + reduced) in Gaussian-equivalent
+# work units, beta the penalty on the longest remaining work unit (Eq. 6).
+DEFAULT_OVERHEAD_LAMBDA = 256.0
+DEFAULT_IMBALANCE_BETA = 0.25
+
+
+@dataclass(frozen=True)
+class LPTConfig:
+    """How `backend="lpt"` schedules the alpha-blending stage of one frame.
+
+    mode:
+        ``vanilla``  gsplat's own kernel (for comparisons through the same code path);
+        ``lpt``      persistent kernel, tiles in longest-processing-time-first order (bitwise gsplat);
+        ``chunk``    every non-empty tile cut into ``chunk_count`` depth chunks;
+        ``fixed``    the heaviest ``heavy_ratio`` fraction of tiles cut into ``chunk_count`` chunks;
+        ``auto``     the per-frame policy of Eq. (6) picks (h, k) (default).
+    """
+
+    mode: Mode = "auto"
+    chunk_count: int = 8  # k for the "chunk" and "fixed" modes
+    heavy_ratio: float = 0.01  # rho for the "fixed" mode: fraction of non-empty tiles chunked
+    overhead_lambda: float = DEFAULT_OVERHEAD_LAMBDA  # lambda in Eq. (6)
+    imbalance_beta: float = DEFAULT_IMBALANCE_BETA  # beta in Eq. (6)
+    min_gain: float = 0.10  # epsilon: chunk only if the model predicts at least this relative gain
+    chunk_counts: Tuple[int, ...] = (2, 4, 8, 16)  # candidate k for "auto"
+    max_chunked_tiles: int = 4096  # upper bound on h searched by "auto" (bounds partial-buffer memory)
+    co_execute: bool = True  # run the chunk kernel on a side stream beside the LPT kernel
+    allow_chunking_under_autograd: bool = False  # chunked last_ids are not exact; see README
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"LPTConfig.mode must be one of {MODES}, got {self.mode!r}")
+        if self.chunk_count < 1 or self.chunk_count > 64:
+            raise ValueError(f"LPTConfig.chunk_count must be in [1, 64], got {self.chunk_count}")
+        if not (0.0 <= self.heavy_ratio <= 1.0):
+            raise ValueError(f"LPTConfig.heavy_ratio must be in [0, 1], got {self.heavy_ratio}")
+        if self.overhead_lambda < 0 or self.imbalance_beta < 0:
+            raise ValueError("LPTConfig.overhead_lambda and imbalance_beta must be >= 0")
+        if not (0.0 <= self.min_gain < 1.0):
+            raise ValueError(f"LPTConfig.min_gain must be in [0, 1), got {self.min_gain}")
+        if not self.chunk_counts or any(k < 2 or k > 64 for k in self.chunk_counts):
+            raise ValueError(f"LPTConfig.chunk_counts must be values in [2, 64], got {self.chunk_counts}")
+        if self.max_chunked_tiles < 0:
+            raise ValueError("LPTConfig.max_chunked_tiles must be >= 0")
+
+    def replace(self, **changes) -> "LPTConfig":
+        return dataclasses.replace(self, **changes)

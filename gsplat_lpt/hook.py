@@ -1,0 +1,189 @@
+"""Where gsplat is hooked: the `backend=` flag, a context manager and an environment variable.
+
+gsplat 1.5.x's `rendering.py` looks up `rasterize_to_pixels`, `rasterize_to_pixels_2dgs` and
+`rasterize_to_pixels_eval3d` as module globals at call time. We replace those three globals with
+dispatchers that read a `contextvars` backend, and wrap `rasterization` / `rasterization_2dgs` so
+that they accept `backend=` and `lpt_config=` and report the schedule in `meta["lpt"]`. No gsplat
+code is copied; with the backend unset (or "cuda") every call goes to gsplat's original function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from .config import MODES, LPTConfig
+
+BACKENDS = ("cuda", "lpt")
+ENV_BACKEND = "GSPLAT_LPT_BACKEND"  # "cuda" or "lpt": default backend for scripts that cannot be edited
+ENV_MODE = "GSPLAT_LPT_MODE"  # optional mode for the environment default ("auto", "lpt", ...)
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    name: str  # one of BACKENDS
+    config: LPTConfig
+
+
+_active_backend: contextvars.ContextVar[Optional[BackendChoice]] = contextvars.ContextVar(
+    "gsplat_lpt_backend", default=None
+)
+# Schedule facts of each rasterize call inside one `rasterization(...)` call (channel chunks give several).
+_schedule_reports: contextvars.ContextVar[Optional[List[Dict[str, Any]]]] = contextvars.ContextVar(
+    "gsplat_lpt_reports", default=None
+)
+
+_originals: Dict[str, Callable] = {}
+_fallback_warned: set = set()
+
+
+def _check_backend_name(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown gsplat backend {backend!r}; choose one of {BACKENDS}")
+    return backend
+
+
+def resolve_backend(backend: Optional[str], config: Optional[LPTConfig]) -> BackendChoice:
+    """The backend for one call: explicit argument, else the enclosing context, else the environment."""
+    if config is not None and not isinstance(config, LPTConfig):
+        raise TypeError(f"lpt_config must be a gsplat_lpt.LPTConfig, got {type(config).__name__}")
+    if backend is not None:
+        return BackendChoice(_check_backend_name(backend), config or LPTConfig())
+    enclosing = _active_backend.get()
+    if enclosing is not None:
+        return BackendChoice(enclosing.name, config or enclosing.config)
+    return environment_backend(config)
+
+
+def environment_backend(config: Optional[LPTConfig] = None) -> BackendChoice:
+    name = os.environ.get(ENV_BACKEND, "").strip().lower() or "cuda"
+    if name not in BACKENDS:
+        raise ValueError(f"environment variable {ENV_BACKEND}={name!r}; choose one of {BACKENDS}")
+    if config is None:
+        mode = os.environ.get(ENV_MODE, "").strip().lower() or "auto"
+        if mode not in MODES:
+            raise ValueError(f"environment variable {ENV_MODE}={mode!r}; choose one of {MODES}")
+        config = LPTConfig(mode=mode)
+    return BackendChoice(name, config)
+
+
+@contextlib.contextmanager
+def use_backend(backend: str = "lpt", config: Optional[LPTConfig] = None) -> Iterator[BackendChoice]:
+    """Render every gsplat call inside the block with `backend` (also calls made by code you cannot edit)."""
+    choice = BackendChoice(_check_backend_name(backend), config or LPTConfig())
+    token = _active_backend.set(choice)
+    try:
+        yield choice
+    finally:
+        _active_backend.reset(token)
+
+
+def record_schedule(report: Dict[str, Any]) -> None:
+    """Called by our rasterizers: adds one call's schedule facts to the enclosing `rasterization` meta."""
+    reports = _schedule_reports.get()
+    if reports is not None:
+        reports.append(report)
+
+
+def _make_dispatcher(variant: str, original: Callable) -> Callable:
+    @functools.wraps(original)
+    def dispatch(*args, **kwargs):
+        choice = resolve_backend(None, None)
+        if choice.name == "cuda" or choice.config.mode == "vanilla":
+            return original(*args, **kwargs)
+        from . import rasterize  # imported lazily: keeps `import gsplat_lpt` light
+
+        implementation = rasterize.VARIANTS.get(variant)
+        if implementation is None:
+            if variant not in _fallback_warned:
+                _fallback_warned.add(variant)
+                warnings.warn(
+                    f"gsplat_lpt: the {variant} variant has no LPT kernel yet; "
+                    "gsplat's own kernel renders it (meta['lpt']['fallback'] says so)",
+                    stacklevel=3,
+                )
+            record_schedule({"variant": variant, "fallback": "gsplat kernel (variant not implemented)"})
+            return original(*args, **kwargs)
+        return implementation(*args, config=choice.config, **kwargs)
+
+    dispatch.__gsplat_lpt_dispatcher__ = variant
+    return dispatch
+
+
+def _make_rasterization_wrapper(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def rasterization(*args, backend: Optional[str] = None, lpt_config: Optional[LPTConfig] = None, **kwargs):
+        choice = resolve_backend(backend, lpt_config)
+        backend_token = _active_backend.set(choice)
+        reports: List[Dict[str, Any]] = []
+        reports_token = _schedule_reports.set(reports)
+        try:
+            outputs = original(*args, **kwargs)
+        finally:
+            _schedule_reports.reset(reports_token)
+            _active_backend.reset(backend_token)
+        meta = outputs[-1]
+        if choice.name == "lpt" and isinstance(meta, dict):
+            merged = dict(reports[0]) if reports else {"mode": choice.config.mode}
+            if len(reports) > 1:
+                merged["channel_chunks"] = reports
+            meta["lpt"] = merged
+        return outputs
+
+    rasterization.__gsplat_lpt_wrapper__ = True
+    return rasterization
+
+
+_DISPATCHED = {
+    "rasterize_to_pixels": "3dgs",
+    "rasterize_to_pixels_2dgs": "2dgs",
+    "rasterize_to_pixels_eval3d": "3dgut",
+}
+_WRAPPED = ("rasterization", "rasterization_2dgs")
+
+
+def install() -> None:
+    """Idempotent: hook gsplat's rendering module and package namespace."""
+    import gsplat
+    import gsplat.rendering as rendering
+
+    for name, variant in _DISPATCHED.items():
+        current = getattr(rendering, name)
+        if getattr(current, "__gsplat_lpt_dispatcher__", None):
+            continue
+        _originals[name] = current
+        setattr(rendering, name, _make_dispatcher(variant, current))
+    for name in _WRAPPED:
+        current = getattr(rendering, name)
+        if getattr(current, "__gsplat_lpt_wrapper__", False):
+            continue
+        _originals[name] = current
+        wrapped = _make_rasterization_wrapper(current)
+        setattr(rendering, name, wrapped)
+        setattr(gsplat, name, wrapped)
+
+
+def uninstall() -> None:
+    """Restore gsplat exactly as it was (used by tests)."""
+    import gsplat
+    import gsplat.rendering as rendering
+
+    for name, original in _originals.items():
+        setattr(rendering, name, original)
+        if name in _WRAPPED:
+            setattr(gsplat, name, original)
+    _originals.clear()
+
+
+def original(name: str) -> Callable:
+    """gsplat's own function, whether or not the hook is installed."""
+    if name in _originals:
+        return _originals[name]
+    import gsplat.rendering as rendering
+
+    return getattr(rendering, name)
