@@ -35,23 +35,38 @@ class FramePlan:
     mode: str
     lpt_order: Tensor  # [num_items] int32 work items (image * tiles_per_image + tile), heaviest first
     num_items: int  # I * tile_height * tile_width
-    total_workload: int  # N_total = sum of tile workloads (n_isects, minus masked tiles)
-    max_workload: int  # N_1
     concurrent_ctas: int  # K
-    chunked_tiles: int  # h
+    chunked_tiles: int  # h: the first h items of lpt_order are chunked
     chunk_count: int  # k
-    predicted_cost: float
-    predicted_cost_lpt: float
+    predicted_cost: Optional[float]  # T(h, k) of Eq. (6); None when no policy ran (mode "lpt")
+    predicted_cost_lpt: Optional[float]
+    workload_summary: Tensor  # [2] int64 on the host: (N_1, N_total); may still be in flight, see `ready`
+    ready: Optional[Any] = None  # CUDA event after which `workload_summary` is valid (no stall in "lpt")
     chunking_disabled_reason: Optional[str] = None
+
+    def _summary(self) -> Tuple[int, int]:
+        if self.ready is not None:
+            self.ready.synchronize()
+        return int(self.workload_summary[0]), int(self.workload_summary[1])
+
+    @property
+    def max_workload(self) -> int:
+        """N_1, the heaviest tile's Gaussian count."""
+        return self._summary()[0]
+
+    @property
+    def total_workload(self) -> int:
+        """N_total (masked-out tiles excluded)."""
+        return self._summary()[1]
 
     @property
     def imbalance(self) -> float:
         """Heaviest tile over the per-CTA share N_total / K (the paper's 'max tile / per-CTA share')."""
-        if self.total_workload == 0:
-            return 0.0
-        return self.max_workload / (self.total_workload / self.concurrent_ctas)
+        max_workload, total = self._summary()
+        return 0.0 if total == 0 else max_workload / (total / self.concurrent_ctas)
 
     def report(self) -> Dict[str, Any]:
+        """The schedule facts for `meta["lpt"]` (reads the host copy: call after the kernels are queued)."""
         return {
             "mode": self.mode,
             "concurrent_ctas": self.concurrent_ctas,
@@ -111,14 +126,20 @@ def estimated_cost(
 
 def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, config: LPTConfig) -> ChunkingChoice:
     """The policy of Sec. 4.4: search k in config.chunk_counts and h from 0 up; chunk only if the best
-    cost is at least `min_gain` below LPT-only (`sorted_head`: the heaviest workloads, descending)."""
-    head = sorted_head[sorted_head > 0][: config.max_chunked_tiles]
+    cost is at least `min_gain` below LPT-only.
+
+    `sorted_head`: the heaviest workloads, descending: at least max_chunked_tiles + 1 of them, or all."""
+    # N_{h+1} must stay known for every candidate h: search h <= max_chunked_tiles, and beyond the copied
+    # head only if the head holds every non-empty tile (then N_{h+1} = 0 past its end).
+    head = sorted_head[sorted_head > 0]
     if head.numel() == 0:
         return ChunkingChoice(0, 1, 0.0, 0.0)
+    last_h = min(config.max_chunked_tiles, head.numel())
     best: Optional[ChunkingChoice] = None
     lpt_cost = None
     for k in config.chunk_counts:
         costs = estimated_cost(head, total, concurrent_ctas, k, config.overhead_lambda, config.imbalance_beta)
+        costs = costs[: last_h + 1]
         if lpt_cost is None:
             lpt_cost = float(costs[0])
         h = int(torch.argmin(costs))  # first minimum: the fewest chunked tiles among equal costs
@@ -128,6 +149,17 @@ def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, con
     if best.chunked_tiles == 0 or best.predicted_cost > (1.0 - config.min_gain) * lpt_cost:
         return ChunkingChoice(0, 1, lpt_cost, lpt_cost)
     return best
+
+
+def _to_host_async(values: Tensor) -> Tuple[Tensor, Optional[Any]]:
+    """Start a device-to-host copy without waiting for it (pinned memory + event)."""
+    if not values.is_cuda:
+        return values.to(torch.int64).clone(), None
+    host = torch.empty(values.shape, dtype=torch.int64, pin_memory=True)
+    host.copy_(values.to(torch.int64), non_blocking=True)
+    event = torch.cuda.Event()
+    event.record()
+    return host, event
 
 
 def plan_frame(
@@ -141,50 +173,38 @@ def plan_frame(
 ) -> FramePlan:
     """Look at the frame once: workloads, LPT order, and (h, k) for the configured mode.
 
-    One device-to-host copy per frame: the heaviest workloads (what the policy reads)."""
+    Mode "lpt" never waits for the GPU; the chunking modes copy the heaviest workloads to the host
+    once (what the policy reads): the frame's one synchronisation."""
     workloads = tile_workloads(isect_offsets, n_isects, masks)
     num_items = workloads.numel()
     sorted_workloads, order = lpt_order(workloads)
-    total = n_isects if masks is None else int(workloads.sum())  # masked frames: one extra reduction
-
     mode = config.mode
-    head_length = 1
-    if chunking_allowed and mode == "auto":
-        head_length = min(num_items, config.max_chunked_tiles + 1)
-    elif chunking_allowed and mode in ("chunk", "fixed"):
-        head_length = num_items
-    head = sorted_workloads[:head_length].to("cpu")  # the frame's one synchronisation
-    max_workload = int(head[0]) if num_items > 0 else 0
-    nonempty = int((head > 0).sum())  # exact for chunk/fixed (whole list copied)
+    plans_chunks = chunking_allowed and mode in ("auto", "chunk", "fixed") and num_items > 0
+    reason = None if chunking_allowed else chunking_disabled_reason
 
-    h, k = 0, 1
+    if not plans_chunks:
+        total = workloads.sum().reshape(1) if masks is not None else workloads.new_full((1,), n_isects)
+        summary, ready = _to_host_async(torch.cat([sorted_workloads[:1], total]) if num_items else total.repeat(2) * 0)
+        return FramePlan(mode, order, num_items, concurrent_ctas, 0, 1, None, None, summary, ready, reason)
+
+    head_length = min(num_items, config.max_chunked_tiles + 1) if mode == "auto" else num_items
+    head = sorted_workloads[:head_length].to("cpu")  # the frame's one synchronisation
+    total = n_isects if masks is None else int(workloads.sum())
+    max_workload = int(head[0])
+    nonempty = int((head > 0).sum())  # exact for chunk/fixed (whole list copied)
+    summary = torch.tensor([max_workload, total], dtype=torch.int64)
+
     lpt_cost = max(total / concurrent_ctas, max_workload) + config.imbalance_beta * max_workload
-    cost = lpt_cost
-    reason = chunking_disabled_reason if not chunking_allowed else None
-    if chunking_allowed and max_workload > 0:
+    h, k, cost = 0, 1, lpt_cost
+    if max_workload > 0:
         if mode == "auto":
             choice = choose_chunking(head, total, concurrent_ctas, config)
             h, k, cost, lpt_cost = choice.chunked_tiles, choice.chunk_count, choice.predicted_cost, choice.predicted_cost_lpt
-        elif mode == "chunk":
-            h, k = nonempty, config.chunk_count
-        elif mode == "fixed":
-            h, k = min(nonempty, math.ceil(config.heavy_ratio * nonempty)), config.chunk_count
-        if mode in ("chunk", "fixed") and h > 0:
-            cost = float(
-                estimated_cost(head, total, concurrent_ctas, k, config.overhead_lambda, config.imbalance_beta)[h]
-            )
-    if k <= 1:
+        else:
+            k = config.chunk_count
+            h = nonempty if mode == "chunk" else min(nonempty, math.ceil(config.heavy_ratio * nonempty))
+            if k > 1 and h > 0:
+                cost = float(estimated_cost(head, total, concurrent_ctas, k, config.overhead_lambda, config.imbalance_beta)[h])
+    if k <= 1 or h == 0:
         h, k = 0, 1
-    return FramePlan(
-        mode=mode,
-        lpt_order=order,
-        num_items=num_items,
-        total_workload=int(total),
-        max_workload=max_workload,
-        concurrent_ctas=concurrent_ctas,
-        chunked_tiles=h,
-        chunk_count=k,
-        predicted_cost=float(cost),
-        predicted_cost_lpt=float(lpt_cost),
-        chunking_disabled_reason=reason,
-    )
+    return FramePlan(mode, order, num_items, concurrent_ctas, h, k, float(cost), float(lpt_cost), summary, None, reason)

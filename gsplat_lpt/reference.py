@@ -1,0 +1,153 @@
+"""Pure-PyTorch oracles of the blending stage (CPU or GPU; slow, for tests).
+
+`blend_sequential` follows gsplat 1.5.3's forward kernel pixel for pixel: front-to-back over the
+tile's range of flatten_ids, alpha = min(0.999, o exp(-sigma)), skip sigma < 0 or alpha < 1/255, stop
+(exclusive) when T (1 - alpha) <= 1e-4. `blend_chunked` cuts each listed tile into depth chunks,
+blends every chunk from T = 1 with the same rule, applies saturation signalling, and reduces with
+Eq. (5) the way our reduction kernel does. Tests check that the two agree.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Iterable, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+ALPHA_THRESHOLD = 1.0 / 255.0
+TRANSMITTANCE_THRESHOLD = 1e-4
+
+
+def _tile_pixels(tile: int, tile_width: int, tile_size: int, width: int, height: int, device) -> Tuple[Tensor, Tensor, Tensor]:
+    """Pixel centres of one tile (row-major inside the tile) and which of them lie inside the image."""
+    ty, tx = divmod(tile, tile_width)
+    local = torch.arange(tile_size * tile_size, device=device)
+    rows = ty * tile_size + local // tile_size
+    cols = tx * tile_size + local % tile_size
+    inside = (rows < height) & (cols < width)
+    return rows, cols, inside
+
+
+def _alphas(means2d, conics, opacities, ids: Tensor, px: Tensor, py: Tensor) -> Tensor:
+    """[P, M] alpha of Gaussian ids[m] at pixel p, 0 where gsplat skips it."""
+    xy = means2d[ids]  # [M, 2]
+    conic = conics[ids]  # [M, 3]
+    dx = xy[None, :, 0] - px[:, None]
+    dy = xy[None, :, 1] - py[:, None]
+    sigma = 0.5 * (conic[None, :, 0] * dx * dx + conic[None, :, 2] * dy * dy) + conic[None, :, 1] * dx * dy
+    alpha = torch.clamp_max(opacities[ids][None, :] * torch.exp(-sigma), 0.999)
+    return torch.where((sigma < 0) | (alpha < ALPHA_THRESHOLD), torch.zeros_like(alpha), alpha)
+
+
+def blend_list(alphas: Tensor, colors: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Front-to-back blending of one depth-sorted list from T = 1 for P pixels.
+
+    alphas [P, M] (0 = skipped), colors [M, D]. Returns color [P, D], T [P], saturated [P] bool and
+    the position (in the list) of the last Gaussian blended [P] (-1 if none)."""
+    P, M = alphas.shape
+    color = alphas.new_zeros(P, colors.shape[-1])
+    T = alphas.new_ones(P)
+    done = torch.zeros(P, dtype=torch.bool, device=alphas.device)
+    last = torch.full((P,), -1, dtype=torch.long, device=alphas.device)
+    for m in range(M):
+        alpha = alphas[:, m]
+        active = (~done) & (alpha > 0)
+        next_T = T * (1.0 - alpha)
+        saturating = active & (next_T <= TRANSMITTANCE_THRESHOLD)
+        done = done | saturating
+        blend = active & ~saturating
+        color = torch.where(blend[:, None], color + colors[m][None, :] * (alpha * T)[:, None], color)
+        last = torch.where(blend, torch.full_like(last, m), last)
+        T = torch.where(blend, next_T, T)
+    return color, T, done, last
+
+
+def _frame_views(means2d, conics, colors, opacities, isect_offsets):
+    num_images = math.prod(isect_offsets.shape[:-2])
+    return (means2d.reshape(-1, 2), conics.reshape(-1, 3), colors.reshape(-1, colors.shape[-1]),
+            opacities.reshape(-1), isect_offsets.reshape(num_images, -1), num_images)
+
+
+def blend_sequential(
+    means2d, conics, colors, opacities, image_width: int, image_height: int, tile_size: int,
+    isect_offsets: Tensor, flatten_ids: Tensor, backgrounds: Optional[Tensor] = None,
+    chunked: Optional[Dict[int, int]] = None,
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """Colors [..., H, W, D], alphas [..., H, W, 1], last_ids [..., H, W] (index into flatten_ids).
+
+    With `chunked` = {work item: chunk count}, those tiles are rendered the chunked way instead
+    (partial blends from T = 1, saturation signalling, Eq. (5) reduction; their last_ids are -1)."""
+    means2d, conics, colors, opacities, offsets, num_images = _frame_views(means2d, conics, colors, opacities, isect_offsets)
+    tile_height, tile_width = isect_offsets.shape[-2:]
+    tiles = tile_height * tile_width
+    D = colors.shape[-1]
+    n_isects = flatten_ids.numel()
+    out_colors = colors.new_zeros(num_images, image_height, image_width, D)
+    out_T = colors.new_ones(num_images, image_height, image_width)
+    out_last = torch.zeros(num_images, image_height, image_width, dtype=torch.int32, device=colors.device)
+    flat_offsets = offsets.reshape(-1)
+    for image in range(num_images):
+        for tile in range(tiles):
+            item = image * tiles + tile
+            start = int(flat_offsets[item])
+            end = n_isects if item == num_images * tiles - 1 else int(flat_offsets[item + 1])
+            rows, cols, inside = _tile_pixels(tile, tile_width, tile_size, image_width, image_height, colors.device)
+            px, py = cols.to(colors.dtype) + 0.5, rows.to(colors.dtype) + 0.5
+            ids = flatten_ids[start:end].long()
+            chunk_count = (chunked or {}).get(item)
+            if chunk_count:
+                color, T = _blend_chunked_tile(means2d, conics, colors, opacities, ids, px, py, inside, chunk_count)
+                last = torch.full_like(rows, -1)
+            else:
+                color, T, _, position = blend_list(_alphas(means2d, conics, opacities, ids, px, py), colors[ids])
+                last = torch.where(position >= 0, position + start, torch.zeros_like(position))  # gsplat: 0 if none
+            r, c = rows[inside], cols[inside]
+            out_colors[image, r, c] = color[inside]
+            out_T[image, r, c] = T[inside]
+            out_last[image, r, c] = last[inside].to(torch.int32)
+    if backgrounds is not None:
+        out_colors = out_colors + out_T[..., None] * backgrounds.reshape(num_images, 1, 1, D)
+    image_dims = tuple(isect_offsets.shape[:-2])
+    return (out_colors.reshape(image_dims + out_colors.shape[1:]),
+            (1.0 - out_T).reshape(image_dims + (image_height, image_width, 1)),
+            out_last.reshape(image_dims + out_last.shape[1:]))
+
+
+def chunk_bounds(start: int, end: int, chunk_count: int) -> Iterable[Tuple[int, int]]:
+    """The depth chunks of a tile's range, as the chunk kernel cuts it (equal contiguous parts)."""
+    length = -(-(end - start) // chunk_count)
+    for p in range(chunk_count):
+        chunk_start = min(end, start + p * length)
+        yield chunk_start, min(end, chunk_start + length)
+
+
+def _blend_chunked_tile(means2d, conics, colors, opacities, ids, px, py, inside, chunk_count):
+    partial_colors, partial_T, partial_done = [], [], []
+    saturated_chunk = chunk_count  # saturation flag: first chunk whose pixels all saturated
+    for p, (a, b) in enumerate(chunk_bounds(0, ids.numel(), chunk_count)):
+        if saturated_chunk < p:
+            break  # an earlier chunk saturated the tile: this one stops (the reduction never reads it)
+        chunk_ids = ids[a:b]
+        color, T, done, _ = blend_list(_alphas(means2d, conics, opacities, chunk_ids, px, py), colors[chunk_ids])
+        done = done | ~inside
+        if bool(done.all()):
+            saturated_chunk = min(saturated_chunk, p)
+        partial_colors.append(color)
+        partial_T.append(T)
+        partial_done.append(done)
+    return reduce_chunks(torch.stack(partial_colors), torch.stack(partial_T), torch.stack(partial_done))
+
+
+def reduce_chunks(partial_colors: Tensor, partial_T: Tensor, partial_done: Tensor) -> Tuple[Tensor, Tensor]:
+    """Eq. (5) over chunks [k, P, D], [k, P], [k, P]: C = sum_p C_p prod_{q<p} T_q, stopping after the
+    first chunk in which the pixel saturated. Returns color [P, D] and final T [P]."""
+    color = torch.zeros_like(partial_colors[0])
+    T = torch.ones_like(partial_T[0])
+    stopped = torch.zeros_like(partial_done[0])
+    for p in range(partial_colors.shape[0]):
+        live = ~stopped
+        color = torch.where(live[:, None], color + partial_colors[p] * T[:, None], color)
+        T = torch.where(live, T * partial_T[p], T)
+        stopped = stopped | partial_done[p]
+    return color, T

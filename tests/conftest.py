@@ -1,0 +1,29 @@
+"""Shared test setup: GPU tests (marked `gpu`) skip cleanly without CUDA; data files are located."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    """../shared/data beside the checkout, or a copy carried to a GPU machine in .data/."""
+    candidates = [os.environ.get("GSPLAT_LPT_DATA"), ROOT.parent / "shared" / "data", ROOT / ".data"]
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "test_garden.npz").is_file():
+            return Path(candidate)
+    pytest.skip("test data (test_garden.npz, bonsai-7k-mini.splat) not found; set GSPLAT_LPT_DATA")
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)

@@ -1,0 +1,153 @@
+"""The gsplat hook: backend flag, context manager, environment variable, meta reporting."""
+
+from __future__ import annotations
+
+import gsplat
+import gsplat.rendering
+import pytest
+import torch
+
+import gsplat_lpt
+from gsplat_lpt import LPTConfig, hook
+from gsplat_lpt.rasterize import LPTInputError
+
+
+def test_import_installs_dispatchers_and_wrappers():
+    for name, variant in (("rasterize_to_pixels", "3dgs"), ("rasterize_to_pixels_2dgs", "2dgs"),
+                          ("rasterize_to_pixels_eval3d", "3dgut")):
+        assert getattr(getattr(gsplat.rendering, name), "__gsplat_lpt_dispatcher__") == variant
+    assert gsplat.rasterization is gsplat.rendering.rasterization
+    assert gsplat.rasterization.__gsplat_lpt_wrapper__
+    assert gsplat.rasterization_2dgs.__gsplat_lpt_wrapper__
+
+
+def test_install_is_idempotent_and_uninstall_restores():
+    dispatcher = gsplat.rendering.rasterize_to_pixels
+    gsplat_lpt.install()
+    assert gsplat.rendering.rasterize_to_pixels is dispatcher
+    original = hook.original("rasterize_to_pixels")
+    gsplat_lpt.uninstall()
+    try:
+        assert gsplat.rendering.rasterize_to_pixels is original
+        assert not hasattr(gsplat.rasterization, "__gsplat_lpt_wrapper__")
+    finally:
+        gsplat_lpt.install()
+    assert gsplat.rendering.rasterize_to_pixels.__gsplat_lpt_dispatcher__ == "3dgs"
+
+
+def recording_dispatcher(variant="3dgs"):
+    calls = []
+
+    def gsplat_original(*args, **kwargs):
+        calls.append(("gsplat", args, kwargs))
+        return "gsplat-result"
+
+    return hook._make_dispatcher(variant, gsplat_original), calls
+
+
+def test_default_backend_is_gsplat(monkeypatch):
+    monkeypatch.delenv(hook.ENV_BACKEND, raising=False)
+    dispatch, calls = recording_dispatcher()
+    assert dispatch(1, 2, x=3) == "gsplat-result"
+    assert calls == [("gsplat", (1, 2), {"x": 3})]
+
+
+def test_context_manager_routes_to_lpt_and_restores():
+    dispatch, calls = recording_dispatcher()
+    cpu_inputs = (torch.zeros(1, 4, 2), torch.zeros(1, 4, 3), torch.zeros(1, 4, 3), torch.zeros(1, 4), 16, 16, 16,
+                  torch.zeros(1, 1, 1, dtype=torch.int32), torch.zeros(0, dtype=torch.int32))
+    with gsplat_lpt.use_backend("lpt"):
+        with pytest.raises(LPTInputError, match="means2d is on cpu"):
+            dispatch(*cpu_inputs)  # reached our rasterizer, which refuses CPU tensors by name
+        with gsplat_lpt.use_backend("cuda"):
+            assert dispatch(0) == "gsplat-result"
+    assert dispatch(0) == "gsplat-result"
+    assert len(calls) == 2
+
+
+def test_vanilla_mode_inside_lpt_backend_calls_gsplat():
+    dispatch, calls = recording_dispatcher()
+    with gsplat_lpt.use_backend("lpt", LPTConfig(mode="vanilla")):
+        assert dispatch(0) == "gsplat-result"
+
+
+def test_environment_variable_selects_backend(monkeypatch):
+    dispatch, calls = recording_dispatcher()
+    monkeypatch.setenv(hook.ENV_BACKEND, "lpt")
+    monkeypatch.setenv(hook.ENV_MODE, "chunk")
+    choice = hook.resolve_backend(None, None)
+    assert choice.name == "lpt" and choice.config.mode == "chunk"
+    with pytest.raises(LPTInputError):
+        dispatch(torch.zeros(1, 4, 2), torch.zeros(1, 4, 3), torch.zeros(1, 4, 3), torch.zeros(1, 4), 16, 16, 16,
+                 torch.zeros(1, 1, 1, dtype=torch.int32), torch.zeros(0, dtype=torch.int32))
+    monkeypatch.setenv(hook.ENV_BACKEND, "warp")
+    with pytest.raises(ValueError, match="GSPLAT_LPT_BACKEND"):
+        hook.resolve_backend(None, None)
+    monkeypatch.setenv(hook.ENV_BACKEND, "lpt")
+    monkeypatch.setenv(hook.ENV_MODE, "fastest")
+    with pytest.raises(ValueError, match="GSPLAT_LPT_MODE"):
+        hook.resolve_backend(None, None)
+
+
+def test_unknown_backend_lists_choices():
+    with pytest.raises(ValueError, match=r"unknown gsplat backend 'triton'.*'cuda', 'lpt'"):
+        gsplat.rasterization(None, None, None, None, None, None, None, 1, 1, backend="triton")
+    with pytest.raises(ValueError, match="unknown gsplat backend"):
+        with gsplat_lpt.use_backend("fast"):
+            pass
+
+
+def test_bad_config_type_is_rejected():
+    with pytest.raises(TypeError, match="LPTConfig"):
+        gsplat.rasterization(None, None, None, None, None, None, None, 1, 1, backend="lpt", lpt_config={"mode": "lpt"})
+
+
+def test_rasterization_wrapper_reports_schedule_in_meta():
+    """The wrapper sets the backend for gsplat's inner calls and merges what they report into meta."""
+    seen = []
+
+    def fake_rasterization(*args, **kwargs):
+        choice = hook.resolve_backend(None, None)
+        seen.append(choice)
+        hook.record_schedule({"mode": choice.config.mode, "imbalance": 3.5})
+        return "colors", "alphas", {"width": 8}
+
+    wrapped = hook._make_rasterization_wrapper(fake_rasterization)
+    colors, alphas, meta = wrapped(backend="lpt", lpt_config=LPTConfig(mode="lpt"))
+    assert seen[-1].name == "lpt" and seen[-1].config.mode == "lpt"
+    assert meta == {"width": 8, "lpt": {"mode": "lpt", "imbalance": 3.5}}
+    _, _, meta = wrapped(backend="cuda")
+    assert "lpt" not in meta and seen[-1].name == "cuda"
+    assert hook._active_backend.get() is None  # restored after the call
+
+
+def test_channel_chunked_calls_are_all_reported():
+    def fake_rasterization():
+        hook.record_schedule({"mode": "auto", "chunk": 0})
+        hook.record_schedule({"mode": "auto", "chunk": 1})
+        return None, None, {}
+
+    _, _, meta = hook._make_rasterization_wrapper(fake_rasterization)(backend="lpt")
+    assert meta["lpt"]["chunk"] == 0 and len(meta["lpt"]["channel_chunks"]) == 2
+
+
+def test_unimplemented_variant_falls_back_to_gsplat_and_says_so():
+    dispatch, calls = recording_dispatcher("2dgs")
+    reports = []
+    token = hook._schedule_reports.set(reports)
+    try:
+        with gsplat_lpt.use_backend("lpt"), pytest.warns(UserWarning, match="2dgs"):
+            hook._fallback_warned.discard("2dgs")
+            assert dispatch(0) == "gsplat-result"
+    finally:
+        hook._schedule_reports.reset(token)
+    assert reports and "fallback" in reports[0]
+
+
+def test_launch_runs_a_script_with_the_hook(tmp_path, monkeypatch, capsys):
+    from gsplat_lpt import launch
+
+    script = tmp_path / "user_script.py"
+    script.write_text("import gsplat, sys\nprint('hooked', gsplat.rasterization.__gsplat_lpt_wrapper__, sys.argv[1:])\n")
+    launch.main([str(script), "--flag"])
+    assert "hooked True ['--flag']" in capsys.readouterr().out
