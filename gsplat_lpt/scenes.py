@@ -1,0 +1,547 @@
+"""Built-in procedural scenes: a seeded ladder of tile-workload imbalance, plus camera paths.
+
+Every scene is generated from a fixed recipe and a seed, so benchmarks run with no download and
+give the same Gaussians on every machine. World frame: x right, y forward (along the road), z up;
+cameras use gsplat's convention (world-to-camera `viewmats`, OpenCV axes: x right, y down, z forward).
+
+The ladder (imbalance = heaviest tile / (N_total / K) at K = 1056 = 132 SMs x 8 CTAs of an H200,
+1920 x 1080, seed 0, scale 1, per frame; measured on the CPU with `gsplat_lpt.analyze`):
+
+    name       N          imbalance            what
+    balanced   648,000    0.24 0.22 0.24       textured room seen from its centre, a few solid objects
+    mild       732,672    2.17 2.19 2.19       street (road, sidewalks, facades, trees, cars), no haze
+    moderate   842,672    4.57 4.71 4.80       street + light faint haze at the vanishing point
+    street     932,672    17.2 17.7 18.0       driving scene: street + dense faint haze stacked far ahead
+    severe     1,052,672  38.7 39.9 40.8       denser, narrower haze behind a few tiles
+    extreme    1,332,672  68.1 69.7 70.6       very dense haze behind a handful of tiles
+    rig        1,400,301  8.36 8.43            two-way street, 6-camera car rig, 6 images per frame
+
+(`LADDER_IMBALANCE` holds these numbers; `gsplat-lpt analyze --scene NAME` recomputes them.)
+The street Gaussians thin out with distance as in a reconstruction from a drive, so the road and
+facades alone give a mild tail (their vanishing-point tile is opaque and saturates). The heavy tail
+comes from what driving reconstructions have near the vanishing point: many tiny, faint Gaussians
+stacked in depth behind a handful of tiles. They are faint enough (opacity just above gsplat's 1/255
+cut) that those tiles do not saturate (checked on the CPU with gsplat's per-pixel blending math:
+no pixel of the hottest tile of `moderate`..`extreme` reaches T < 1e-4; median T 0.23-0.9), so
+the blending kernel walks their whole list.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+DEFAULT_WIDTH = 1920
+DEFAULT_HEIGHT = 1080
+MAX_IMAGE_SIDE = 8192  # larger images are refused (gsplat's tile ids and memory would not cope)
+
+
+@dataclass
+class Scene:
+    """Gaussians in gsplat's activated parametrisation plus the cameras of every frame.
+
+    A frame is one rasterize call: `cameras_per_frame` consecutive cameras rendered as one batch
+    (1 for a camera path, 6 for the rig)."""
+
+    name: str
+    description: str
+    means: Tensor  # [N, 3]
+    quats: Tensor  # [N, 4] wxyz, unit length
+    scales: Tensor  # [N, 3] linear
+    opacities: Tensor  # [N] in (0, 1)
+    colors: Tensor  # [N, 3] RGB in [0, 1], or [N, (sh_degree + 1)^2, 3] SH coefficients
+    viewmats: Tensor  # [C, 4, 4] world-to-camera, OpenCV axes
+    Ks: Tensor  # [C, 3, 3]
+    width: int
+    height: int
+    cameras_per_frame: int = 1
+    sh_degree: Optional[int] = None  # None: `colors` are RGB
+    source: str = "built-in"
+
+    @property
+    def num_gaussians(self) -> int:
+        return int(self.means.shape[0])
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.viewmats.shape[0]) // self.cameras_per_frame
+
+    def frame_cameras(self, frame: int) -> Tuple[Tensor, Tensor]:
+        """(viewmats [c, 4, 4], Ks [c, 3, 3]) of one frame."""
+        if not 0 <= frame < self.num_frames:
+            raise IndexError(f"frame {frame} out of range [0, {self.num_frames})")
+        start = frame * self.cameras_per_frame
+        stop = start + self.cameras_per_frame
+        return self.viewmats[start:stop], self.Ks[start:stop]
+
+    def with_cameras(self, viewmats: Tensor, Ks: Tensor, width: int, height: int, cameras_per_frame: int = 1) -> "Scene":
+        return replace(self, viewmats=viewmats, Ks=Ks, width=width, height=height, cameras_per_frame=cameras_per_frame)
+
+    def to(self, device) -> "Scene":
+        return replace(
+            self,
+            means=self.means.to(device),
+            quats=self.quats.to(device),
+            scales=self.scales.to(device),
+            opacities=self.opacities.to(device),
+            colors=self.colors.to(device),
+            viewmats=self.viewmats.to(device),
+            Ks=self.Ks.to(device),
+        )
+
+    def summary(self) -> str:
+        return (f"{self.name}: {self.num_gaussians:,} Gaussians, {self.num_frames} frame(s) x "
+                f"{self.cameras_per_frame} camera(s), {self.width}x{self.height}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Cameras
+# ----------------------------------------------------------------------------------------------
+
+
+def look_at(eye: Sequence[float], target: Sequence[float], up: Sequence[float] = (0.0, 0.0, 1.0)) -> Tensor:
+    """World-to-camera matrix (OpenCV axes) of a camera at `eye` looking at `target`. [4, 4]"""
+    eye_t = torch.as_tensor(eye, dtype=torch.float64)
+    forward = torch.as_tensor(target, dtype=torch.float64) - eye_t
+    forward = forward / forward.norm()
+    right = torch.linalg.cross(forward, torch.as_tensor(up, dtype=torch.float64))
+    if float(right.norm()) < 1e-9:  # looking straight along `up`: any right vector will do
+        right = torch.linalg.cross(forward, torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+    right = right / right.norm()
+    down = torch.linalg.cross(forward, right)
+    rotation = torch.stack([right, down, forward])  # rows: camera axes in world coordinates
+    viewmat = torch.eye(4, dtype=torch.float64)
+    viewmat[:3, :3] = rotation
+    viewmat[:3, 3] = -rotation @ eye_t
+    return viewmat.float()
+
+
+def intrinsics(width: int, height: int, horizontal_fov_deg: float = 70.0) -> Tensor:
+    """Pinhole K with square pixels and the principal point at the image centre. [3, 3]"""
+    focal = 0.5 * width / math.tan(math.radians(horizontal_fov_deg) / 2)
+    return torch.tensor([[focal, 0.0, width / 2], [0.0, focal, height / 2], [0.0, 0.0, 1.0]])
+
+
+def orbit_path(
+    center: Sequence[float], radius: float, elevation: float, num_views: int, width: int, height: int,
+    horizontal_fov_deg: float = 60.0, start_angle_deg: float = 0.0, sweep_deg: float = 360.0,
+    up: Sequence[float] = (0.0, 0.0, 1.0),
+) -> Tuple[Tensor, Tensor]:
+    """Cameras on a circle around `center` at height `elevation` above it, all looking at it. ([V,4,4], [V,3,3])"""
+    up_t = torch.as_tensor(up, dtype=torch.float64)
+    up_t = up_t / up_t.norm()
+    # Two unit vectors spanning the orbit plane, perpendicular to `up`.
+    helper = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+    if abs(float(helper @ up_t)) > 0.9:
+        helper = torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64)
+    axis_a = torch.linalg.cross(up_t, helper)
+    axis_a = axis_a / axis_a.norm()
+    axis_b = torch.linalg.cross(up_t, axis_a)
+    center_t = torch.as_tensor(center, dtype=torch.float64)
+    full_circle = abs(sweep_deg) >= 360.0
+    viewmats = []
+    for view in range(num_views):
+        fraction = view / num_views if full_circle else view / max(num_views - 1, 1)
+        angle = math.radians(start_angle_deg + sweep_deg * fraction)
+        eye = center_t + radius * (math.cos(angle) * axis_a + math.sin(angle) * axis_b) + elevation * up_t
+        viewmats.append(look_at(eye.tolist(), center_t.tolist(), up_t.tolist()))
+    K = intrinsics(width, height, horizontal_fov_deg)
+    return torch.stack(viewmats), K[None].repeat(num_views, 1, 1)
+
+
+def flythrough_path(
+    start: Sequence[float], end: Sequence[float], num_views: int, width: int, height: int,
+    horizontal_fov_deg: float = 70.0, look_ahead: float = 50.0, pitch_deg: float = -2.0,
+    up: Sequence[float] = (0.0, 0.0, 1.0),
+) -> Tuple[Tensor, Tensor]:
+    """Cameras moving on a straight line from `start` to `end`, looking along it (slightly pitched). ([V,4,4], [V,3,3])"""
+    start_t = torch.as_tensor(start, dtype=torch.float64)
+    end_t = torch.as_tensor(end, dtype=torch.float64)
+    direction = end_t - start_t
+    if float(direction.norm()) == 0.0:
+        raise ValueError("flythrough_path needs start != end")
+    direction = direction / direction.norm()
+    up_t = torch.as_tensor(up, dtype=torch.float64)
+    viewmats = []
+    for view in range(num_views):
+        fraction = view / max(num_views - 1, 1)
+        eye = start_t + fraction * (end_t - start_t)
+        target = eye + look_ahead * direction + look_ahead * math.tan(math.radians(pitch_deg)) * up_t
+        viewmats.append(look_at(eye.tolist(), target.tolist(), up))
+    K = intrinsics(width, height, horizontal_fov_deg)
+    return torch.stack(viewmats), K[None].repeat(num_views, 1, 1)
+
+
+def rig_cameras(
+    eye: Sequence[float], heading_deg: float, width: int, height: int,
+    yaws_deg: Sequence[float] = (0.0, 55.0, -55.0, 110.0, -110.0, 180.0), horizontal_fov_deg: float = 70.0,
+    pitch_deg: float = -2.0,
+) -> Tuple[Tensor, Tensor]:
+    """A car-mounted rig: one camera per yaw (relative to `heading_deg`, 0 = +y), all at `eye`. ([R,4,4], [R,3,3])"""
+    viewmats = []
+    for yaw in yaws_deg:
+        angle = math.radians(90.0 + heading_deg + yaw)  # heading 0 looks along +y; positive yaw turns left
+        direction = (math.cos(angle), math.sin(angle), math.tan(math.radians(pitch_deg)))
+        target = [eye[i] + 50.0 * direction[i] for i in range(3)]
+        viewmats.append(look_at(eye, target))
+    K = intrinsics(width, height, horizontal_fov_deg)
+    return torch.stack(viewmats), K[None].repeat(len(yaws_deg), 1, 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Gaussian primitives
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Parts:
+    """Gaussians accumulated part by part (road, facades, ...) before concatenation."""
+
+    means: List[Tensor] = field(default_factory=list)
+    quats: List[Tensor] = field(default_factory=list)
+    scales: List[Tensor] = field(default_factory=list)
+    opacities: List[Tensor] = field(default_factory=list)
+    colors: List[Tensor] = field(default_factory=list)
+
+    def add(self, means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor) -> None:
+        count = means.shape[0]
+        assert quats.shape == (count, 4) and scales.shape == (count, 3), (quats.shape, scales.shape)
+        assert opacities.shape == (count,) and colors.shape == (count, 3), (opacities.shape, colors.shape)
+        self.means.append(means.float())
+        self.quats.append(quats.float())
+        self.scales.append(scales.float())
+        self.opacities.append(opacities.float().clamp(1e-4, 0.999))
+        self.colors.append(colors.float().clamp(0.0, 1.0))
+
+    def cat(self) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        return (torch.cat(self.means), torch.cat(self.quats), torch.cat(self.scales),
+                torch.cat(self.opacities), torch.cat(self.colors))
+
+
+def _uniform(gen: torch.Generator, count: int, low: float, high: float) -> Tensor:
+    return low + (high - low) * torch.rand(count, generator=gen)
+
+
+def _random_quats(gen: torch.Generator, count: int) -> Tensor:
+    """Uniformly random rotations (normalised Gaussian 4-vectors). [count, 4]"""
+    quats = torch.randn(count, 4, generator=gen)
+    return quats / quats.norm(dim=-1, keepdim=True)
+
+
+def _yaw_jitter_quats(gen: torch.Generator, count: int, axis: int, max_angle: float) -> Tensor:
+    """Small rotations about one world axis, so flat splats stay roughly in their plane. [count, 4]"""
+    half = 0.5 * _uniform(gen, count, -max_angle, max_angle)
+    quats = torch.zeros(count, 4)
+    quats[:, 0] = torch.cos(half)
+    quats[:, 1 + axis] = torch.sin(half)
+    return quats
+
+
+def _jittered_colors(gen: torch.Generator, count: int, base: Sequence[float], spread: float) -> Tensor:
+    """Base colour times a per-Gaussian brightness, plus small per-channel noise. [count, 3]"""
+    brightness = _uniform(gen, count, 1.0 - spread, 1.0 + spread)[:, None]
+    noise = spread * 0.3 * torch.randn(count, 3, generator=gen)
+    return torch.as_tensor(base, dtype=torch.float32)[None] * brightness + noise
+
+
+def _plane_patch(
+    parts: _Parts, gen: torch.Generator, count: int, origin: Sequence[float], axis_u: int, axis_v: int,
+    extent_u: Tuple[float, float], extent_v: Tuple[float, float], normal_axis: int, color: Sequence[float],
+    opacity: Tuple[float, float] = (0.6, 0.99), flatness: float = 0.15, jitter: float = 0.02,
+) -> None:
+    """`count` flat splats covering an axis-aligned rectangle, sized from their spacing so it looks closed."""
+    if count <= 0:
+        return
+    area = (extent_u[1] - extent_u[0]) * (extent_v[1] - extent_v[0])
+    spacing = math.sqrt(area / count)
+    means = torch.as_tensor(origin, dtype=torch.float32)[None].repeat(count, 1)
+    means[:, axis_u] += _uniform(gen, count, *extent_u)
+    means[:, axis_v] += _uniform(gen, count, *extent_v)
+    means[:, normal_axis] += jitter * torch.randn(count, generator=gen)
+    size = spacing * _uniform(gen, count, 0.8, 1.6)  # sigma per in-plane axis
+    scales = size[:, None].repeat(1, 3) * _uniform(gen, count, 0.7, 1.3)[:, None]
+    scales[:, normal_axis] = size * flatness
+    quats = _yaw_jitter_quats(gen, count, normal_axis, 0.5)
+    parts.add(means, quats, scales, _uniform(gen, count, *opacity), _jittered_colors(gen, count, color, 0.15))
+
+
+def _blob_cluster(
+    parts: _Parts, gen: torch.Generator, count: int, centers: Tensor, radius: float, size: Tuple[float, float],
+    color: Sequence[float], opacity: Tuple[float, float] = (0.3, 0.95), weights: Optional[Tensor] = None,
+) -> None:
+    """`count` round Gaussians spread around `centers` ([M, 3], drawn with `weights`): crowns, cars, clutter."""
+    if count <= 0 or centers.shape[0] == 0:
+        return
+    if weights is None:
+        weights = torch.ones(centers.shape[0])
+    which = torch.multinomial(weights.float(), count, replacement=True, generator=gen)
+    means = centers[which] + radius * torch.randn(count, 3, generator=gen)
+    sigma = _uniform(gen, count, *size)
+    scales = sigma[:, None] * _uniform(gen, 3 * count, 0.5, 1.5).reshape(count, 3)
+    parts.add(means, _random_quats(gen, count), scales, _uniform(gen, count, *opacity),
+              _jittered_colors(gen, count, color, 0.25))
+
+
+def _distant_haze(
+    parts: _Parts, gen: torch.Generator, count: int, eye: Sequence[float], heading: Sequence[float],
+    distance: Tuple[float, float], azimuth_sigma: float, elevation_sigma: float, elevation_mean: float,
+    opacity: Tuple[float, float], pixel_size: float,
+) -> None:
+    """Tiny faint Gaussians far along `heading`, within a narrow cone: the heavy tail at the vanishing point.
+
+    Positions are spread in depth (stacked behind the same few tiles); their size stays a fraction of
+    a pixel per metre of distance (`pixel_size` radians), and opacities sit just above 1/255 so the
+    stacked tiles do not saturate."""
+    if count <= 0:
+        return
+    eye_t = torch.as_tensor(eye, dtype=torch.float32)
+    forward = torch.as_tensor(heading, dtype=torch.float32)
+    forward = forward / forward.norm()
+    up = torch.tensor([0.0, 0.0, 1.0])
+    left = torch.linalg.cross(up, forward)
+    depth = _uniform(gen, count, *distance)
+    azimuth = azimuth_sigma * torch.randn(count, generator=gen)
+    elevation = elevation_mean + elevation_sigma * torch.randn(count, generator=gen)
+    means = (eye_t[None] + depth[:, None] * forward[None] + (depth * torch.tan(azimuth))[:, None] * left[None]
+             + (depth * torch.tan(elevation))[:, None] * up[None])
+    sigma = depth * pixel_size * _uniform(gen, count, 0.5, 1.5)
+    scales = sigma[:, None] * _uniform(gen, 3 * count, 0.6, 1.4).reshape(count, 3)
+    hue = torch.rand(count, 1, generator=gen)
+    colors = (1 - hue) * torch.tensor([[0.55, 0.65, 0.8]]) + hue * torch.tensor([[0.35, 0.5, 0.3]])
+    parts.add(means, _random_quats(gen, count), scales, _uniform(gen, count, *opacity), colors)
+
+
+# ----------------------------------------------------------------------------------------------
+# Recipes
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreetRecipe:
+    """Knobs of the street generator; counts are multiplied by `make_scene(scale=...)`."""
+
+    road: int = 200_000
+    sidewalks: int = 70_000
+    facades: int = 350_000
+    trees: int = 120_000
+    cars: int = 50_000
+    haze: int = 0  # tiny faint Gaussians near the vanishing point
+    haze_distance: Tuple[float, float] = (250.0, 900.0)
+    haze_azimuth_sigma: float = 0.02  # radians around the road axis
+    haze_elevation_sigma: float = 0.01
+    haze_opacity: Tuple[float, float] = (0.004, 0.0055)
+    street_length: float = 220.0  # metres of road ahead of the first camera
+    street_width: float = 12.0  # road, kerb to kerb
+    facade_setback: float = 3.0  # sidewalk width
+    two_way: bool = False  # street also behind the start (for the rig's rear cameras)
+    distance_falloff: float = 15.0  # metres; Gaussian density ~ 1 / (distance + falloff)^2
+
+
+LADDER: Dict[str, StreetRecipe] = {
+    "mild": StreetRecipe(),
+    "moderate": StreetRecipe(haze=110_000, haze_azimuth_sigma=0.02, haze_elevation_sigma=0.012),
+    "street": StreetRecipe(haze=200_000, haze_azimuth_sigma=0.012, haze_elevation_sigma=0.008),
+    "severe": StreetRecipe(haze=320_000, haze_azimuth_sigma=0.008, haze_elevation_sigma=0.006),
+    "extreme": StreetRecipe(haze=600_000, haze_azimuth_sigma=0.006, haze_elevation_sigma=0.004),
+    "rig": StreetRecipe(haze=600_000, haze_azimuth_sigma=0.008, haze_elevation_sigma=0.006, two_way=True),
+}
+
+CAMERA_HEIGHT = 1.6
+BALANCED_ROOM_RADIUS = 30.0
+
+
+def _distance_shares(edges: Tensor, falloff: float) -> Tensor:
+    """Share of a part's Gaussians in each segment [edges[i], edges[i+1]) along the street.
+
+    Density ~ 1 / (|y| + falloff)^2, i.e. about constant per unit of viewing angle: a reconstruction
+    is densest where the cameras drove and thins out with distance (far surfaces get fewer, larger
+    Gaussians instead of piling up at the vanishing point)."""
+    cumulative = torch.sign(edges) * (1.0 - falloff / (edges.abs() + falloff))
+    shares = (cumulative[1:] - cumulative[:-1]).clamp_min(0.0)
+    return shares / shares.sum()
+
+
+def _street_gaussians(recipe: StreetRecipe, gen: torch.Generator, scale: float) -> _Parts:
+    parts = _Parts()
+    n = lambda count: int(round(count * scale))  # noqa: E731
+    back = recipe.street_length if recipe.two_way else 20.0
+    along = (-back, recipe.street_length)
+    half_road = recipe.street_width / 2
+    kerb = half_road + recipe.facade_setback
+    # Road surface and sidewalks (flat, normal z), in 5 m segments thinning out with distance.
+    edges = torch.arange(along[0], along[1] + 1e-3, 5.0)
+    shares = _distance_shares(edges, recipe.distance_falloff).tolist()
+    for start, share in zip(edges[:-1].tolist(), shares):
+        segment = (start, start + 5.0)
+        _plane_patch(parts, gen, int(n(recipe.road) * share), (0.0, 0.0, 0.0), 0, 1, (-half_road, half_road), segment,
+                     2, (0.32, 0.32, 0.34), opacity=(0.8, 0.99))
+        for side in (-1.0, 1.0):
+            _plane_patch(parts, gen, int(n(recipe.sidewalks // 2) * share),
+                         (side * (half_road + recipe.facade_setback / 2), 0.0, 0.12), 0, 1,
+                         (-recipe.facade_setback / 2, recipe.facade_setback / 2), segment, 2, (0.55, 0.53, 0.5))
+    # Facades: buildings of random width and height on both sides (flat, normal x).
+    for side in (-1.0, 1.0):
+        y = along[0]
+        budget = n(recipe.facades // 2)
+        while y < along[1]:
+            width = min(float(_uniform(gen, 1, 8.0, 25.0)), along[1] - y)
+            height = float(_uniform(gen, 1, 7.0, 28.0))
+            share = float(_distance_shares(torch.tensor([along[0], y, y + width, along[1]]), recipe.distance_falloff)[1])
+            hue = torch.rand(3, generator=gen) * 0.4 + 0.35
+            _plane_patch(parts, gen, int(budget * share * height / 17.5), (side * kerb, y, 0.0), 1, 2, (0.0, width),
+                         (0.0, height), 0, hue.tolist(), opacity=(0.7, 0.99))
+            y += width + float(_uniform(gen, 1, 0.0, 4.0))
+    # Tree crowns and parked cars along the sidewalks, also thinning out with distance.
+    for side in (-1.0, 1.0):
+        tree_y = torch.arange(along[0], along[1], 9.0)
+        crowns = torch.stack([torch.full_like(tree_y, side * (half_road + 1.2)), tree_y, torch.full_like(tree_y, 4.5)], -1)
+        _blob_cluster(parts, gen, n(recipe.trees // 2), crowns, 1.3, (0.05, 0.18), (0.25, 0.42, 0.2),
+                      opacity=(0.2, 0.9), weights=(tree_y.abs() + recipe.distance_falloff) ** -2)
+        car_y = along[0] + torch.rand(int((along[1] - along[0]) / 12), generator=gen) * (along[1] - along[0])
+        cars = torch.stack([torch.full_like(car_y, side * (half_road - 1.2)), car_y, torch.full_like(car_y, 0.8)], -1)
+        _blob_cluster(parts, gen, n(recipe.cars // 2), cars, 0.7, (0.05, 0.2), (0.5, 0.1, 0.1), opacity=(0.6, 0.99),
+                      weights=(car_y.abs() + recipe.distance_falloff) ** -2)
+    # The heavy tail: faint haze stacked in depth at the vanishing point (both ends of a two-way street).
+    headings = [(0.0, 1.0, 0.0), (0.0, -1.0, 0.0)] if recipe.two_way else [(0.0, 1.0, 0.0)]
+    for heading in headings:
+        _distant_haze(parts, gen, n(recipe.haze // len(headings)), (0.0, 0.0, CAMERA_HEIGHT), heading,
+                      recipe.haze_distance, recipe.haze_azimuth_sigma, recipe.haze_elevation_sigma,
+                      elevation_mean=2.0 * recipe.haze_elevation_sigma, opacity=recipe.haze_opacity,
+                      pixel_size=4e-4)
+    return parts
+
+
+def _balanced_gaussians(gen: torch.Generator, scale: float) -> _Parts:
+    """A textured sphere (a room seen from inside) with a few solid objects, viewed from its centre.
+
+    Seen from the centre, a uniformly sampled sphere puts the same number of Gaussians behind every
+    tile; the objects add a bounded excess, as a trained object scene does."""
+    parts = _Parts()
+    n = lambda count: int(round(count * scale))  # noqa: E731
+    room = n(600_000)
+    directions = torch.randn(room, 3, generator=gen)
+    directions = directions / directions.norm(dim=-1, keepdim=True)
+    spacing = math.sqrt(4 * math.pi * BALANCED_ROOM_RADIUS**2 / max(room, 1))
+    sigma = spacing * _uniform(gen, room, 1.5, 2.5)  # thick overlap: hundreds per tile
+    scales = sigma[:, None].repeat(1, 3) * _uniform(gen, 3 * room, 0.6, 1.4).reshape(room, 3)
+    height = directions[:, 2:3]
+    base = (1 - height) * 0.5 * torch.tensor([[0.45, 0.4, 0.3]]) + (1 + height) * 0.5 * torch.tensor([[0.55, 0.65, 0.8]])
+    colors = base * _uniform(gen, room, 0.7, 1.3)[:, None] + 0.05 * torch.randn(room, 3, generator=gen)
+    parts.add(BALANCED_ROOM_RADIUS * directions, _random_quats(gen, room), scales, _uniform(gen, room, 0.7, 0.99), colors)
+    # Solid balls around the viewpoint near eye level.
+    balls = 6
+    per_ball = n(8_000)
+    for ball in range(balls):
+        azimuth = 2 * math.pi * (ball + 0.5) / balls
+        distance = 7.0 + 3.0 * float(torch.rand(1, generator=gen))
+        center = torch.tensor([distance * math.cos(azimuth), distance * math.sin(azimuth), -0.5])
+        radius = 1.0 + 0.5 * float(torch.rand(1, generator=gen))
+        points = torch.randn(per_ball, 3, generator=gen)
+        points = points / points.norm(dim=-1, keepdim=True) * torch.rand(per_ball, 1, generator=gen) ** (1 / 3)
+        sigma = radius * (4.0 / per_ball) ** (1 / 3) * _uniform(gen, per_ball, 0.15, 0.35)
+        hue = torch.rand(3, generator=gen) * 0.6 + 0.2
+        parts.add(center + radius * points, _random_quats(gen, per_ball), sigma[:, None].repeat(1, 3),
+                  _uniform(gen, per_ball, 0.5, 0.99), _jittered_colors(gen, per_ball, hue.tolist(), 0.3))
+    return parts
+
+
+def _panorama_cameras(frames: int, width: int, height: int) -> Tuple[Tensor, Tensor]:
+    """Turning in place at the centre of the balanced scene's room, one view per frame."""
+    viewmats = []
+    for frame in range(frames):
+        angle = 2 * math.pi * frame / frames + 0.3
+        viewmats.append(look_at((0.0, 0.0, 0.0), (math.cos(angle), math.sin(angle), -0.05)))
+    K = intrinsics(width, height, 60.0)
+    return torch.stack(viewmats), K[None].repeat(frames, 1, 1)
+
+
+def _street_cameras(recipe_name: str, frames: int, width: int, height: int) -> Tuple[Tensor, Tensor, int]:
+    """Driving forward 2 m per frame; the rig renders six cameras per frame."""
+    if recipe_name == "rig":
+        viewmats, Ks = [], []
+        for frame in range(frames):
+            rig_viewmats, rig_Ks = rig_cameras((0.0, 2.0 * frame, CAMERA_HEIGHT), 0.0, width, height)
+            viewmats.append(rig_viewmats)
+            Ks.append(rig_Ks)
+        return torch.cat(viewmats), torch.cat(Ks), 6
+    start = (0.0, 0.0, CAMERA_HEIGHT)
+    end = (0.0, 2.0 * max(frames - 1, 1), CAMERA_HEIGHT)
+    viewmats, Ks = flythrough_path(start, end, max(frames, 2), width, height)
+    return viewmats[:frames], Ks[:frames], 1
+
+
+_DESCRIPTIONS = {
+    "balanced": "textured room seen from its centre with a few solid objects; evenly covered tiles",
+    "mild": "street: road, sidewalks, facades, trees, cars thinning out with distance; no haze",
+    "moderate": "street with light faint haze at the vanishing point",
+    "street": "driving scene: road, sidewalks, facades, trees, cars, dense faint haze stacked far ahead",
+    "severe": "street canyon: denser, narrower haze stacked behind a few tiles",
+    "extreme": "street canyon with very dense haze behind a handful of tiles",
+    "rig": "the street seen by a 6-camera car rig (front, front sides, sides, back), one batch per frame",
+}
+
+# Measured on the CPU (gsplat_lpt.analyze, K = 1056, 1920x1080, seed 0, scale 1): imbalance per frame.
+LADDER_IMBALANCE: Dict[str, Tuple[float, ...]] = {
+    "balanced": (0.24, 0.22, 0.24),
+    "mild": (2.17, 2.19, 2.19),
+    "moderate": (4.57, 4.71, 4.80),
+    "street": (17.19, 17.68, 17.99),
+    "severe": (38.65, 39.89, 40.75),
+    "extreme": (68.12, 69.67, 70.64),
+    "rig": (8.36, 8.43),
+}
+
+
+def scene_names() -> List[str]:
+    """Built-in scenes, from balanced to most imbalanced, then the multi-camera rig."""
+    return ["balanced", "mild", "moderate", "street", "severe", "extreme", "rig"]
+
+
+def default_frames(name: str) -> int:
+    return 2 if name == "rig" else 3
+
+
+def check_resolution(width: int, height: int) -> None:
+    """Refuse sizes gsplat cannot render (one clear message)."""
+    if not (isinstance(width, int) and isinstance(height, int)):
+        raise ValueError(f"resolution must be integers, got {width!r}x{height!r}")
+    if width < 1 or height < 1 or width > MAX_IMAGE_SIDE or height > MAX_IMAGE_SIDE:
+        raise ValueError(f"impossible resolution {width}x{height}: width and height must be in [1, {MAX_IMAGE_SIDE}]")
+
+
+def make_scene(
+    name: str = "street",
+    seed: int = 0,
+    width: int = DEFAULT_WIDTH,
+    height: int = DEFAULT_HEIGHT,
+    scale: float = 1.0,
+    frames: Optional[int] = None,
+) -> Scene:
+    """A built-in scene by name (see `scene_names()`), seeded; `scale` multiplies every Gaussian count.
+
+    The camera field of view is fixed, so the scene looks the same at any resolution; the imbalance
+    values in the module docstring are for 1920x1080 (fewer tiles at lower resolutions raise them)."""
+    if name not in scene_names():
+        raise ValueError(f"unknown scene {name!r}; built-in scenes are: {', '.join(scene_names())}")
+    check_resolution(width, height)
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"scene scale must be a positive number, got {scale}")
+    frames = default_frames(name) if frames is None else frames
+    if frames < 1:
+        raise ValueError(f"frames must be >= 1, got {frames}")
+    gen = torch.Generator().manual_seed(seed)
+    if name == "balanced":
+        parts = _balanced_gaussians(gen, scale)
+        viewmats, Ks = _panorama_cameras(frames, width, height)
+        cameras_per_frame = 1
+    else:
+        parts = _street_gaussians(LADDER[name], gen, scale)
+        viewmats, Ks, cameras_per_frame = _street_cameras(name, frames, width, height)
+    means, quats, scales, opacities, colors = parts.cat()
+    return Scene(name=name, description=_DESCRIPTIONS[name], means=means, quats=quats, scales=scales,
+                 opacities=opacities, colors=colors, viewmats=viewmats, Ks=Ks, width=width, height=height,
+                 cameras_per_frame=cameras_per_frame, source=f"built-in:{name}:seed={seed}:scale={scale:g}")

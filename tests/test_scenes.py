@@ -1,0 +1,117 @@
+"""Built-in scenes: seeded, well-formed, and ordered by imbalance on the CPU analyze path."""
+
+import math
+
+import pytest
+import torch
+
+from gsplat_lpt.analyze import frame_stats, frame_tile_counts
+from gsplat_lpt.scenes import (
+    LADDER_IMBALANCE,
+    check_resolution,
+    flythrough_path,
+    intrinsics,
+    look_at,
+    make_scene,
+    orbit_path,
+    rig_cameras,
+    scene_names,
+)
+
+SMALL = dict(width=480, height=270, scale=0.04)
+
+
+def test_scene_names_have_documented_imbalance():
+    assert set(scene_names()) == set(LADDER_IMBALANCE)
+
+
+@pytest.mark.parametrize("name", scene_names())
+def test_scene_is_well_formed(name):
+    scene = make_scene(name, **SMALL)
+    n = scene.num_gaussians
+    assert n > 1000
+    assert scene.means.shape == (n, 3) and scene.quats.shape == (n, 4) and scene.scales.shape == (n, 3)
+    assert scene.opacities.shape == (n,) and scene.colors.shape == (n, 3)
+    assert torch.allclose(scene.quats.norm(dim=-1), torch.ones(n), atol=1e-5)
+    assert (scene.scales > 0).all()
+    assert ((scene.opacities > 0) & (scene.opacities < 1)).all()
+    assert ((scene.colors >= 0) & (scene.colors <= 1)).all()
+    assert scene.viewmats.shape[0] == scene.Ks.shape[0] == scene.num_frames * scene.cameras_per_frame
+    # Rotation blocks of the world-to-camera matrices are orthonormal with det +1.
+    rotations = scene.viewmats[:, :3, :3]
+    eye = torch.eye(3).expand_as(rotations)
+    assert torch.allclose(rotations @ rotations.transpose(1, 2), eye, atol=1e-5)
+    assert torch.allclose(torch.linalg.det(rotations), torch.ones(rotations.shape[0]), atol=1e-5)
+
+
+def test_scene_is_seeded():
+    first = make_scene("street", seed=3, **SMALL)
+    again = make_scene("street", seed=3, **SMALL)
+    other = make_scene("street", seed=4, **SMALL)
+    assert torch.equal(first.means, again.means) and torch.equal(first.opacities, again.opacities)
+    assert not torch.equal(first.means[:100], other.means[:100])
+
+
+def test_scale_multiplies_gaussian_count():
+    small = make_scene("moderate", width=64, height=64, scale=0.02).num_gaussians
+    large = make_scene("moderate", width=64, height=64, scale=0.04).num_gaussians
+    assert 1.8 < large / small < 2.2
+
+
+def test_rig_renders_six_cameras_per_frame():
+    scene = make_scene("rig", frames=2, **SMALL)
+    assert scene.cameras_per_frame == 6 and scene.num_frames == 2
+    viewmats, Ks = scene.frame_cameras(1)
+    assert viewmats.shape == (6, 4, 4) and Ks.shape == (6, 3, 3)
+    # The six cameras look in six different directions (third row = forward axis in world space).
+    forwards = viewmats[:, 2, :3]
+    cosines = forwards @ forwards.T
+    assert (cosines - torch.eye(6)).max() < 0.9
+
+
+def test_ladder_is_ordered_by_imbalance_on_the_cpu():
+    """Imbalance ordering does not depend on K (it scales all values alike), so a small run checks it."""
+    values = {}
+    for name in ["balanced", "mild", "moderate", "street", "severe", "extreme"]:
+        scene = make_scene(name, width=960, height=540, scale=0.15, frames=1)
+        viewmats, Ks = scene.frame_cameras(0)
+        counts = frame_tile_counts(scene.means, scene.quats, scene.scales, scene.opacities, viewmats, Ks,
+                                   scene.width, scene.height)
+        values[name] = frame_stats(counts, concurrent_ctas=1056).imbalance
+    ordered = [values[name] for name in ["balanced", "mild", "moderate", "street", "severe", "extreme"]]
+    assert ordered == sorted(ordered), values
+    assert values["extreme"] > 10 * values["mild"], values
+
+
+def test_unknown_scene_and_bad_resolution_are_refused():
+    with pytest.raises(ValueError, match="unknown scene 'nope'.*balanced"):
+        make_scene("nope")
+    with pytest.raises(ValueError, match="impossible resolution"):
+        make_scene("street", width=0, height=10)
+    with pytest.raises(ValueError, match="impossible resolution"):
+        check_resolution(100000, 10)
+    with pytest.raises(ValueError, match="scale"):
+        make_scene("street", scale=-1.0)
+
+
+def test_look_at_puts_target_on_the_optical_axis():
+    viewmat = look_at((1.0, 2.0, 3.0), (4.0, 6.0, 3.0))
+    target_cam = viewmat @ torch.tensor([4.0, 6.0, 3.0, 1.0])
+    assert torch.allclose(target_cam[:2], torch.zeros(2), atol=1e-5) and target_cam[2] > 0
+    # World up (+z) points to image up (-y in OpenCV camera axes).
+    up_cam = viewmat[:3, :3] @ torch.tensor([0.0, 0.0, 1.0])
+    assert up_cam[1] < -0.99
+
+
+def test_camera_paths():
+    viewmats, Ks = orbit_path((0.0, 0.0, 0.0), 5.0, 1.0, 8, 320, 240)
+    assert viewmats.shape == (8, 4, 4) and Ks.shape == (8, 3, 3)
+    centres = torch.linalg.inv(viewmats)[:, :3, 3]
+    assert torch.allclose(centres[:, :2].norm(dim=-1), torch.full((8,), 5.0), atol=1e-4)
+    viewmats, _ = flythrough_path((0.0, 0.0, 1.0), (0.0, 10.0, 1.0), 5, 320, 240)
+    centres = torch.linalg.inv(viewmats)[:, :3, 3]
+    assert torch.allclose(centres[:, 1], torch.linspace(0, 10, 5), atol=1e-4)
+    viewmats, _ = rig_cameras((0.0, 0.0, 1.6), 0.0, 320, 240)
+    assert viewmats.shape == (6, 4, 4)
+    K = intrinsics(1920, 1080, 90.0)
+    assert math.isclose(float(K[0, 0]), 960.0, rel_tol=1e-5) and float(K[1, 2]) == 540.0
