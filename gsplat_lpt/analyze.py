@@ -63,13 +63,14 @@ def project_gaussians(
     far_plane: float = 1e10,
     eps2d: float = 0.3,
     batch_size: int = 1 << 20,
+    covars: Optional[Tensor] = None,  # [N, 3, 3] world covariances, when already computed (see world_covariances)
 ) -> ScreenGaussians:
     """Pinhole projection as gsplat 1.5.3's `fully_fused_projection(..., opacities=...)` computes it."""
-    from gsplat.cuda._torch_impl import _persp_proj, _quat_scale_to_covar_preci, _world_to_cam
+    from gsplat.cuda._torch_impl import _persp_proj, _world_to_cam
 
     means = means.float().cpu()
-    quats = quats.float().cpu()
-    scales = scales.float().cpu()
+    if covars is None:
+        covars = world_covariances(quats, scales)
     viewmats = viewmats.float().cpu()
     Ks = Ks.float().cpu()
     num_images, num_gaussians = viewmats.shape[0], means.shape[0]
@@ -79,8 +80,7 @@ def project_gaussians(
     # Batches over N bound the [I, B, 3, 3] temporaries for multi-million-Gaussian scenes.
     for start in range(0, num_gaussians, batch_size):
         stop = min(start + batch_size, num_gaussians)
-        covars, _ = _quat_scale_to_covar_preci(quats[start:stop], scales[start:stop], compute_preci=False)
-        means_c, covars_c = _world_to_cam(means[start:stop], covars, viewmats)  # [I, B, 3], [I, B, 3, 3]
+        means_c, covars_c = _world_to_cam(means[start:stop], covars[start:stop], viewmats)  # [I, B, 3], [I, B, 3, 3]
         batch_means2d, covars2d = _persp_proj(means_c, covars_c, Ks, width, height)  # [I, B, 2], [I, B, 2, 2]
         var_x = covars2d[..., 0, 0] + eps2d  # [I, B]
         var_y = covars2d[..., 1, 1] + eps2d
@@ -109,6 +109,20 @@ def project_gaussians(
         radii[:, start:stop] = batch_radii.int()
         depths[:, start:stop] = batch_depths
     return ScreenGaussians(means2d, radii, depths)
+
+
+@torch.no_grad()
+def world_covariances(quats: Tensor, scales: Tensor, batch_size: int = 1 << 20) -> Tensor:
+    """R S S^T R^T of every Gaussian (gsplat's torch helper), computed once per scene. [N, 3, 3]"""
+    from gsplat.cuda._torch_impl import _quat_scale_to_covar_preci
+
+    quats, scales = quats.float().cpu(), scales.float().cpu()
+    parts = []
+    for start in range(0, quats.shape[0], batch_size):
+        covars, _ = _quat_scale_to_covar_preci(quats[start:start + batch_size], scales[start:start + batch_size],
+                                               compute_preci=False)
+        parts.append(covars)
+    return torch.cat(parts) if parts else torch.zeros(0, 3, 3)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -159,16 +173,17 @@ def count_tile_intersections(
     num_images = math.prod(image_dims)
     tile_min, tile_max = tile_rectangles(means2d.reshape(num_images, -1, 2), radii.reshape(num_images, -1, 2),
                                          tile_size, tile_width, tile_height)  # [I, N, 2]
-    nonempty = ((tile_max - tile_min) > 0).all(dim=-1)  # [I, N]
-    image_ids = torch.arange(num_images)[:, None].expand_as(nonempty)[nonempty]  # [M]
-    x0, y0 = tile_min[nonempty].unbind(-1)  # [M]
-    x1, y1 = tile_max[nonempty].unbind(-1)
+    # Empty rectangles (x0 == x1 or y0 == y1, culled Gaussians) cancel out in the difference array.
+    x0, y0 = tile_min.unbind(-1)  # [I, N]
+    x1, y1 = tile_max.unbind(-1)
     stride = tile_width + 1  # one spare column/row so that x1 == tile_width has a slot
     plane = (tile_height + 1) * stride
-    base = image_ids * plane
-    corners = torch.cat([base + y0 * stride + x0, base + y0 * stride + x1, base + y1 * stride + x0, base + y1 * stride + x1])
-    signs = torch.ones(4 * x0.numel(), dtype=torch.float64)
-    signs[x0.numel() : 3 * x0.numel()] = -1.0
+    base = torch.arange(num_images)[:, None] * plane  # [I, 1]
+    corners = torch.cat([(base + y0 * stride + x0).reshape(-1), (base + y0 * stride + x1).reshape(-1),
+                         (base + y1 * stride + x0).reshape(-1), (base + y1 * stride + x1).reshape(-1)])
+    count = x0.numel()
+    signs = torch.ones(4 * count, dtype=torch.float64)
+    signs[count : 3 * count] = -1.0
     diff = torch.bincount(corners, weights=signs, minlength=num_images * plane)  # exact in float64 below 2**53
     diff = diff.round().long().reshape(num_images, tile_height + 1, tile_width + 1)
     counts = diff.cumsum(dim=1).cumsum(dim=2)[:, :tile_height, :tile_width]
@@ -210,9 +225,11 @@ def frame_tile_counts(
     tile_size: int = 16,
     near_plane: float = 0.01,
     far_plane: float = 1e10,
+    covars: Optional[Tensor] = None,  # [N, 3, 3] precomputed world covariances
 ) -> Tensor:
     """Per-tile Gaussian counts of one frame (a batch of I images). [I, tile_height, tile_width] int64."""
-    screen = project_gaussians(means, quats, scales, opacities, viewmats, Ks, width, height, near_plane, far_plane)
+    screen = project_gaussians(means, quats, scales, opacities, viewmats, Ks, width, height, near_plane, far_plane,
+                               covars=covars)
     tile_width, tile_height = tile_grid(width, height, tile_size)
     return count_tile_intersections(screen.means2d, screen.radii, tile_size, tile_width, tile_height)
 
@@ -380,3 +397,83 @@ def frame_stats(
         histogram_edges=edges,
         histogram_counts=histogram,
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# Whole scenes
+# ----------------------------------------------------------------------------------------------
+
+
+def analyze_scene(
+    scene,  # scenes.Scene
+    concurrent_ctas: int = H200_CONCURRENT_CTAS,
+    config: Optional[LPTConfig] = None,
+    tile_size: int = 16,
+    frames: Optional[Iterable[int]] = None,
+    progress: bool = False,
+    keep_counts: bool = False,
+) -> Tuple[List[FrameStats], List[Tensor]]:
+    """`FrameStats` of every frame of a scene (and its [I, th, tw] counts when `keep_counts`)."""
+    if concurrent_ctas < 1:
+        raise ValueError(f"concurrent_ctas (K) must be >= 1, got {concurrent_ctas}")
+    frame_ids = list(range(scene.num_frames)) if frames is None else list(frames)
+    results: List[FrameStats] = []
+    kept: List[Tensor] = []
+    covars = world_covariances(scene.quats, scene.scales)  # frame-independent: once per scene
+    for frame in _progress(frame_ids, f"analyze {scene.name}", progress):
+        viewmats, Ks = scene.frame_cameras(frame)
+        counts = frame_tile_counts(scene.means, scene.quats, scene.scales, scene.opacities, viewmats, Ks,
+                                   scene.width, scene.height, tile_size, covars=covars)
+        results.append(frame_stats(counts, concurrent_ctas, config, frame=frame))
+        if keep_counts:
+            kept.append(counts)
+    return results, kept
+
+
+def _progress(items: Sequence[int], description: str, enabled: bool):
+    if not enabled or len(items) <= 1:
+        return items
+    from rich.progress import track
+
+    return track(items, description=description, transient=True)
+
+
+ANALYZE_COLUMNS = (
+    "frame", "images", "total_workload", "max_workload", "max_min_ratio", "imbalance", "chunked_tiles",
+    "chunk_count", "makespan_vanilla", "makespan_lpt", "makespan_chunked", "speedup_lpt", "speedup_chunked",
+)
+
+
+def stats_table(stats: Sequence[FrameStats], title: str = "tile workloads"):
+    """A rich Table of per-frame statistics."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for header in ("frame", "images", "N_total", "max tile", "max/min", "imbalance", "h", "k",
+                   "sim. LPT speedup", "sim. chunked speedup"):
+        table.add_column(header, justify="right")
+    for s in stats:
+        table.add_row(str(s.frame), str(s.images), f"{s.total_workload:,}", f"{s.max_workload:,}",
+                      f"{s.max_min_ratio:,.0f}", f"{s.imbalance:.2f}", str(s.chunked_tiles), str(s.chunk_count),
+                      f"{s.speedup_lpt:.2f}x", f"{s.speedup_chunked:.2f}x")
+    return table
+
+
+def write_stats(stats: Sequence[FrameStats], out_dir, meta: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
+    """analyze.csv (one row per frame) and analyze.json (rows, histograms, run facts). Returns the paths."""
+    import csv
+    import json
+    from pathlib import Path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, json_path = out / "analyze.csv", out / "analyze.json"
+    with open(csv_path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(ANALYZE_COLUMNS))
+        writer.writeheader()
+        for s in stats:
+            row = s.row()
+            writer.writerow({key: row[key] for key in ANALYZE_COLUMNS})
+    with open(json_path, "w") as handle:
+        json.dump({"meta": meta or {}, "frames": [s.row() for s in stats]}, handle, indent=2)
+    return {"csv": str(csv_path), "json": str(json_path)}
