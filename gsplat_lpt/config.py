@@ -35,7 +35,8 @@ class LPTConfig:
     imbalance_beta: float = DEFAULT_IMBALANCE_BETA  # beta in Eq. (6)
     min_gain: float = 0.10  # epsilon: chunk only if the model predicts at least this relative gain
     chunk_counts: Tuple[int, ...] = (2, 4, 8, 16)  # candidate k for "auto"
-    max_chunked_tiles: int = 4096  # upper bound on h searched by "auto" (bounds partial-buffer memory)
+    max_chunked_tiles: int = 2048  # upper bound on h searched by "auto"
+    max_chunks: int = 4096  # upper bound on h * k in "auto": the partial buffers hold this many chunks
     co_execute: bool = True  # run the chunk kernel on a side stream beside the LPT kernel
     allow_chunking_under_autograd: bool = False  # chunked last_ids are not exact; see README
 
@@ -52,8 +53,10 @@ class LPTConfig:
             raise ValueError(f"LPTConfig.min_gain must be in [0, 1), got {self.min_gain}")
         if not self.chunk_counts or any(k < 2 or k > 64 for k in self.chunk_counts):
             raise ValueError(f"LPTConfig.chunk_counts must be values in [2, 64], got {self.chunk_counts}")
-        if self.max_chunked_tiles < 0:
-            raise ValueError("LPTConfig.max_chunked_tiles must be >= 0")
+        if self.max_chunked_tiles < 0 or self.max_chunks < 0:
+            raise ValueError("LPTConfig.max_chunked_tiles and max_chunks must be >= 0")
+        if len(self.chunk_counts) > 8:
+            raise ValueError(f"LPTConfig.chunk_counts takes at most 8 values, got {len(self.chunk_counts)}")
 
     def replace(self, **changes) -> "LPTConfig":
         return dataclasses.replace(self, **changes)

@@ -83,6 +83,11 @@ def use_backend(backend: str = "lpt", config: Optional[LPTConfig] = None) -> Ite
         _active_backend.reset(token)
 
 
+def wants_report() -> bool:
+    """True inside a hooked `rasterization` call: its meta collects the schedule facts."""
+    return _schedule_reports.get() is not None
+
+
 def record_schedule(report: Dict[str, Any]) -> None:
     """Called by our rasterizers: adds one call's schedule facts to the enclosing `rasterization` meta."""
     reports = _schedule_reports.get()

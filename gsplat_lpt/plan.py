@@ -1,9 +1,11 @@
 """The per-frame plan: tile workloads, LPT order and the chunking policy of Eq. (6).
 
 `plan_frame` looks at one frame's tile lists once and returns a small immutable `FramePlan`;
-`runtime.run_plan` launches the kernels that follow it. Everything here is tensor code: the sort
-runs on the tensors' device (the GPU in production), the policy on a short host-side prefix of the
-sorted workloads, so the whole module is testable on the CPU.
+`runtime.run_plan` launches the kernels that follow it. On the GPU the plan never waits for the host:
+the workloads, torch's radix sort and the policy (kernels/frame_plan.cu) run on the device and leave
+(h, k) in a small `schedule` tensor that the blending kernels read. The same policy is written here
+in PyTorch (`choose_chunking`): it plans CPU tensors, and it is the oracle the GPU policy is tested
+against.
 """
 
 from __future__ import annotations
@@ -28,56 +30,49 @@ class ChunkingChoice:
     predicted_cost_lpt: float  # T(0, .): LPT only
 
 
+# Words of the schedule tensor (kernels/frame_plan.cu writes them on the GPU).
+LPT_COUNTER, CHUNKED_TILES, CHUNK_COUNT, CHUNK_COUNTER, MAX_WORKLOAD, NONEMPTY_TILES = range(6)
+SCHEDULE_WORDS = 6
+
+
 @dataclass(frozen=True)
 class FramePlan:
-    """What the kernels need for one frame, and the facts `meta["lpt"]` reports."""
+    """What the kernels need for one frame, and the facts `meta["lpt"]` reports.
+
+    (h, k) live in `schedule` on the tensors' device; `report()` reads them back (one copy, after the
+    kernels are queued). Chunk unit c of the chunk kernel is depth chunk c % k of item lpt_order[c // k].
+    """
 
     mode: str
-    lpt_order: Tensor  # [num_items] int32 work items (image * tiles_per_image + tile), heaviest first
-    num_items: int  # I * tile_height * tile_width
+    lpt_order: Tensor  # [num_items] int64 work items (image * tiles_per_image + tile), heaviest first
+    sorted_workloads: Tensor  # [num_items] int32, the workloads in lpt_order
+    schedule: Tensor  # [SCHEDULE_WORDS] int32: queue counters, h, k, N_1, non-empty tiles
+    predicted_costs: Tensor  # [2] float64: T(h, k) and T(0, .) of Eq. (6)
+    saturation_flags: Tensor  # [>= h] int32, set to k by the plan
+    num_items: int
+    n_isects: int
     concurrent_ctas: int  # K
-    chunked_tiles: int  # h: the first h items of lpt_order are chunked
-    chunk_count: int  # k
-    predicted_cost: Optional[float]  # T(h, k) of Eq. (6); None when no policy ran (mode "lpt")
-    predicted_cost_lpt: Optional[float]
-    workload_summary: Tensor  # [2] int64 on the host: (N_1, N_total); may still be in flight, see `ready`
-    ready: Optional[Any] = None  # CUDA event after which `workload_summary` is valid (no stall in "lpt")
+    chunk_capacity: int  # chunk units the partial buffers must hold (h k <= chunk_capacity)
+    masked: bool = False
     chunking_disabled_reason: Optional[str] = None
 
-    def _summary(self) -> Tuple[int, int]:
-        if self.ready is not None:
-            self.ready.synchronize()
-        return int(self.workload_summary[0]), int(self.workload_summary[1])
-
-    @property
-    def max_workload(self) -> int:
-        """N_1, the heaviest tile's Gaussian count."""
-        return self._summary()[0]
-
-    @property
-    def total_workload(self) -> int:
-        """N_total (masked-out tiles excluded)."""
-        return self._summary()[1]
-
-    @property
-    def imbalance(self) -> float:
-        """Heaviest tile over the per-CTA share N_total / K (the paper's 'max tile / per-CTA share')."""
-        max_workload, total = self._summary()
-        return 0.0 if total == 0 else max_workload / (total / self.concurrent_ctas)
-
     def report(self) -> Dict[str, Any]:
-        """The schedule facts for `meta["lpt"]` (reads the host copy: call after the kernels are queued)."""
+        """The schedule facts for `meta["lpt"]` (copies a few words to the host)."""
+        schedule = self.schedule.tolist()
+        costs = self.predicted_costs.tolist()
+        total = int(self.sorted_workloads.sum()) if self.masked else self.n_isects
+        max_workload = int(self.sorted_workloads[0]) if self.num_items else 0
         return {
             "mode": self.mode,
             "concurrent_ctas": self.concurrent_ctas,
-            "imbalance": self.imbalance,
+            "imbalance": 0.0 if total == 0 else max_workload / (total / self.concurrent_ctas),
             "num_items": self.num_items,
-            "total_workload": self.total_workload,
-            "max_workload": self.max_workload,
-            "chunked_tiles": self.chunked_tiles,
-            "chunk_count": self.chunk_count,
-            "predicted_cost": self.predicted_cost,
-            "predicted_cost_lpt": self.predicted_cost_lpt,
+            "total_workload": total,
+            "max_workload": max_workload,
+            "chunked_tiles": schedule[CHUNKED_TILES],
+            "chunk_count": schedule[CHUNK_COUNT],
+            "predicted_cost": costs[0] if self.mode != "lpt" else None,
+            "predicted_cost_lpt": costs[1] if self.mode != "lpt" else None,
             "chunking_disabled_reason": self.chunking_disabled_reason,
         }
 
@@ -98,11 +93,9 @@ def tile_workloads(isect_offsets: Tensor, n_isects: int, masks: Optional[Tensor]
 
 
 def lpt_order(workloads: Tensor) -> Tuple[Tensor, Tensor]:
-    """Work items sorted by workload, heaviest first (radix sort of the keys on the GPU).
-
-    Returns (sorted workloads, item ids as int32)."""
-    sorted_workloads, order = torch.sort(workloads, descending=True)
-    return sorted_workloads, order.to(torch.int32)
+    """Work items sorted by workload, heaviest first: torch's radix sort of the keys on the GPU, the
+    Gaussian lists themselves are not moved. Returns (sorted workloads, item ids as int64)."""
+    return torch.sort(workloads, descending=True)
 
 
 def estimated_cost(
@@ -139,7 +132,7 @@ def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, con
     lpt_cost = None
     for k in config.chunk_counts:
         costs = estimated_cost(head, total, concurrent_ctas, k, config.overhead_lambda, config.imbalance_beta)
-        costs = costs[: last_h + 1]
+        costs = costs[: min(last_h, config.max_chunks // k) + 1]  # h k <= max_chunks: the partial buffers
         if lpt_cost is None:
             lpt_cost = float(costs[0])
         h = int(torch.argmin(costs))  # first minimum: the fewest chunked tiles among equal costs
@@ -151,15 +144,32 @@ def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, con
     return best
 
 
-def _to_host_async(values: Tensor) -> Tuple[Tensor, Optional[Any]]:
-    """Start a device-to-host copy without waiting for it (pinned memory + event)."""
-    if not values.is_cuda:
-        return values.to(torch.int64).clone(), None
-    host = torch.empty(values.shape, dtype=torch.int64, pin_memory=True)
-    host.copy_(values.to(torch.int64), non_blocking=True)
-    event = torch.cuda.Event()
-    event.record()
-    return host, event
+def _forced_chunking(sorted_workloads: Tensor, config: LPTConfig) -> Tuple[int, int]:
+    """(h, k) of the comparison modes: "chunk" cuts every non-empty tile, "fixed" the heaviest rho of them.
+    Needs the count of non-empty tiles on the host: these modes synchronise once."""
+    nonempty = int((sorted_workloads > 0).sum())
+    h = nonempty if config.mode == "chunk" else min(nonempty, math.ceil(config.heavy_ratio * nonempty))
+    return (h, config.chunk_count) if h > 0 and config.chunk_count > 1 else (0, 1)
+
+
+def _plan_on_host(sorted_workloads: Tensor, total: float, concurrent_ctas: int, config: LPTConfig,
+                  forced: Optional[Tuple[int, int]], schedule: Tensor, costs: Tensor, flags: Tensor) -> None:
+    """The policy in PyTorch, filling the same schedule words as the GPU kernel."""
+    n1 = int(sorted_workloads[0]) if sorted_workloads.numel() else 0
+    lpt_cost = max(total / concurrent_ctas, n1) + config.imbalance_beta * n1
+    if forced is None:
+        head = sorted_workloads[: config.max_chunked_tiles + 1]
+        choice = choose_chunking(head, total, concurrent_ctas, config)
+        h, k, cost = choice.chunked_tiles, choice.chunk_count, choice.predicted_cost
+    else:
+        h, k = forced
+        cost = float(estimated_cost(sorted_workloads, total, concurrent_ctas, k, config.overhead_lambda,
+                                    config.imbalance_beta)[h]) if h else lpt_cost
+    schedule[CHUNKED_TILES], schedule[CHUNK_COUNT] = h, k
+    schedule[MAX_WORKLOAD] = n1
+    schedule[NONEMPTY_TILES] = int((sorted_workloads[: config.max_chunked_tiles + 1] > 0).sum())
+    costs[0], costs[1] = (cost if h else lpt_cost), lpt_cost
+    flags[:h] = k
 
 
 def plan_frame(
@@ -173,38 +183,52 @@ def plan_frame(
 ) -> FramePlan:
     """Look at the frame once: workloads, LPT order, and (h, k) for the configured mode.
 
-    Mode "lpt" never waits for the GPU; the chunking modes copy the heaviest workloads to the host
-    once (what the policy reads): the frame's one synchronisation."""
-    workloads = tile_workloads(isect_offsets, n_isects, masks)
-    num_items = workloads.numel()
+    Modes "lpt" and "auto" never wait for the GPU; "chunk" and "fixed" copy one count to the host."""
+    device = isect_offsets.device
+    on_gpu = device.type == "cuda"
+    num_items = isect_offsets.numel()
+    if on_gpu:
+        from . import runtime
+
+        workloads = runtime.tile_workloads_on_device(isect_offsets, n_isects, masks)
+    else:
+        workloads = tile_workloads(isect_offsets, n_isects, masks)
     sorted_workloads, order = lpt_order(workloads)
-    mode = config.mode
-    plans_chunks = chunking_allowed and mode in ("auto", "chunk", "fixed") and num_items > 0
-    reason = None if chunking_allowed else chunking_disabled_reason
 
-    if not plans_chunks:
-        total = workloads.sum().reshape(1) if masks is not None else workloads.new_full((1,), n_isects)
-        summary, ready = _to_host_async(torch.cat([sorted_workloads[:1], total]) if num_items else total.repeat(2) * 0)
-        return FramePlan(mode, order, num_items, concurrent_ctas, 0, 1, None, None, summary, ready, reason)
+    policy = chunking_allowed and config.mode in ("auto", "chunk", "fixed") and num_items > 0
+    forced = _forced_chunking(sorted_workloads, config) if policy and config.mode != "auto" else None
+    if forced is not None:
+        capacity, max_tiles = forced[0] * forced[1], forced[0]
+    elif policy:
+        capacity = config.max_chunks
+        max_tiles = min(config.max_chunked_tiles, config.max_chunks // min(config.chunk_counts))
+    else:
+        capacity, max_tiles = 0, 0
+    schedule = torch.zeros(SCHEDULE_WORDS, dtype=torch.int32, device=device)
+    costs = torch.zeros(2, dtype=torch.float64, device=device)
+    flags = torch.empty(max(max_tiles, 1), dtype=torch.int32, device=device)
+    # N_total is n_isects unless tiles are masked out (then one reduction read back: masked frames sync)
+    total = float(n_isects) if masks is None else float(workloads.sum())
+    if policy and on_gpu:
+        from . import runtime
 
-    head_length = min(num_items, config.max_chunked_tiles + 1) if mode == "auto" else num_items
-    head = sorted_workloads[:head_length].to("cpu")  # the frame's one synchronisation
-    total = n_isects if masks is None else int(workloads.sum())
-    max_workload = int(head[0])
-    nonempty = int((head > 0).sum())  # exact for chunk/fixed (whole list copied)
-    summary = torch.tensor([max_workload, total], dtype=torch.int64)
-
-    lpt_cost = max(total / concurrent_ctas, max_workload) + config.imbalance_beta * max_workload
-    h, k, cost = 0, 1, lpt_cost
-    if max_workload > 0:
-        if mode == "auto":
-            choice = choose_chunking(head, total, concurrent_ctas, config)
-            h, k, cost, lpt_cost = choice.chunked_tiles, choice.chunk_count, choice.predicted_cost, choice.predicted_cost_lpt
-        else:
-            k = config.chunk_count
-            h = nonempty if mode == "chunk" else min(nonempty, math.ceil(config.heavy_ratio * nonempty))
-            if k > 1 and h > 0:
-                cost = float(estimated_cost(head, total, concurrent_ctas, k, config.overhead_lambda, config.imbalance_beta)[h])
-    if k <= 1 or h == 0:
-        h, k = 0, 1
-    return FramePlan(mode, order, num_items, concurrent_ctas, h, k, float(cost), float(lpt_cost), summary, None, reason)
+        runtime.choose_chunking_on_device(sorted_workloads, total, concurrent_ctas, config, forced, schedule, costs,
+                                          flags)
+    elif policy:
+        _plan_on_host(sorted_workloads, total, concurrent_ctas, config, forced, schedule, costs, flags)
+    else:
+        schedule[CHUNK_COUNT] = 1
+    return FramePlan(
+        mode=config.mode,
+        lpt_order=order,
+        sorted_workloads=sorted_workloads,
+        schedule=schedule,
+        predicted_costs=costs,
+        saturation_flags=flags,
+        num_items=num_items,
+        n_isects=n_isects,
+        concurrent_ctas=concurrent_ctas,
+        chunk_capacity=capacity,
+        masked=masks is not None,
+        chunking_disabled_reason=None if chunking_allowed else chunking_disabled_reason,
+    )

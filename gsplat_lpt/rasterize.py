@@ -251,10 +251,11 @@ def rasterize_to_pixels(
     if padding > 0:
         render_colors = render_colors[..., :-padding]
     assert job.plan is not None
-    report = job.plan.report()
-    hook.record_schedule(report)
-    if return_stats:
-        return render_colors, render_alphas, report
+    if return_stats or hook.wants_report():  # reading the schedule back waits for the plan: only on request
+        report = job.plan.report()
+        hook.record_schedule(report)
+        if return_stats:
+            return render_colors, render_alphas, report
     return render_colors, render_alphas
 
 

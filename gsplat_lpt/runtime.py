@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Tuple
@@ -87,6 +88,54 @@ def variant_kernels(variant: str, channels: int, device_index: int) -> VariantKe
     return VariantKernels(**kernels)
 
 
+@functools.lru_cache(maxsize=None)
+def plan_kernels(device_index: int) -> Dict[str, object]:
+    """kernels/frame_plan.cu: tile workloads and the chunking policy, compiled once per device."""
+    cupy = import_cupy()
+    path = kernel_dir() / "frame_plan.cu"
+    with _compile_lock, cupy.cuda.Device(device_index):
+        try:
+            module = cupy.RawModule(code=path.read_text(), options=("-std=c++17",))
+            kernels = {name: module.get_function(name) for name in ("tile_workloads", "choose_chunking")}
+            for kernel in kernels.values():
+                kernel.compile()
+        except Exception as error:
+            raise RuntimeError(f"CuPy failed to compile {path.name}: {error}") from error
+    return kernels
+
+
+def tile_workloads_on_device(isect_offsets: Tensor, n_isects: int, masks: Optional[Tensor]) -> Tensor:
+    """N_t of every work item, one kernel (the sort key of the LPT order). [num_items] int32"""
+    num_items = isect_offsets.numel()
+    workloads = torch.empty(num_items, dtype=torch.int32, device=isect_offsets.device)
+    kernel = plan_kernels(isect_offsets.device.index)["tile_workloads"]
+    mask_bytes = None if masks is None else masks.reshape(-1).view(torch.uint8)
+    _launch(kernel, torch.cuda.current_stream(isect_offsets.device), (num_items + 255) // 256, 256, 0,
+            (_ptr(isect_offsets), np.int32(num_items), np.int32(n_isects), _ptr(mask_bytes), _ptr(workloads)))
+    return workloads
+
+
+_chunk_count_tables: Dict[Tuple, Tensor] = {}
+
+
+def choose_chunking_on_device(sorted_workloads: Tensor, total: float, concurrent_ctas: int, config,
+                              forced: Optional[Tuple[int, int]], schedule: Tensor, costs: Tensor,
+                              saturation_flags: Tensor) -> None:
+    """The policy kernel: one CTA writes h, k, N_1 and the predicted costs into `schedule` / `costs`."""
+    device = sorted_workloads.device
+    key = (config.chunk_counts, device.index)
+    if key not in _chunk_count_tables:  # a device copy per candidate list, made once
+        _chunk_count_tables[key] = torch.tensor(config.chunk_counts, dtype=torch.int32, device=device)
+    forced_h, forced_k = forced if forced is not None else (-1, 0)
+    kernel = plan_kernels(device.index)["choose_chunking"]
+    _launch(kernel, torch.cuda.current_stream(device), 1, 1024, 0,
+            (_ptr(sorted_workloads), np.int32(sorted_workloads.numel()), np.float64(total), np.int32(concurrent_ctas),
+             np.float64(config.overhead_lambda), np.float64(config.imbalance_beta), np.float64(config.min_gain),
+             _ptr(_chunk_count_tables[key]), np.int32(len(config.chunk_counts)), np.int32(config.max_chunked_tiles),
+             np.int32(config.max_chunks), np.int32(forced_h), np.int32(forced_k), _ptr(schedule),
+             _ptr(saturation_flags), _ptr(costs)))
+
+
 def shared_bytes(variant: str, block_size: int) -> int:
     return block_size * (4 + VARIANT_STAGED_BYTES[variant])
 
@@ -119,10 +168,13 @@ def side_stream(device_index: int) -> torch.cuda.Stream:
 
 
 def _cupy_stream(stream: torch.cuda.Stream):
+    """CuPy's view of a torch stream (cached: made once per stream)."""
     cupy = import_cupy()
     handle = stream.cuda_stream
     if handle not in _external_streams:
-        _external_streams[handle] = cupy.cuda.ExternalStream(handle)
+        with warnings.catch_warnings():  # CuPy 14 prefers Stream.from_external; ExternalStream works on 12-14
+            warnings.simplefilter("ignore", DeprecationWarning)
+            _external_streams[handle] = cupy.cuda.ExternalStream(handle, stream.device.index)
     return _external_streams[handle]
 
 
@@ -181,8 +233,9 @@ class BlendArguments:
 
 
 def run_plan(plan: FramePlan, args: BlendArguments, co_execute: bool = True) -> Tuple[Tensor, Tensor, Tensor]:
-    """Launch the kernels of one frame: chunk kernel (side stream) beside the LPT persistent kernel
-    (torch's current stream), then the reduction. Returns colors, alphas and last_ids."""
+    """Launch the kernels of one frame: the chunk kernel (side stream) beside the LPT persistent kernel
+    (torch's current stream), then the reduction. Both read h and k from `plan.schedule` on the device,
+    so nothing waits for the host. Returns colors, alphas and last_ids."""
     device = args.colors.device
     device_index = device.index if device.index is not None else torch.cuda.current_device()
     kernels = variant_kernels(args.variant, args.channels, device_index)
@@ -190,43 +243,39 @@ def run_plan(plan: FramePlan, args: BlendArguments, co_execute: bool = True) -> 
     render_colors = torch.empty((I, H, W, C), dtype=torch.float32, device=device)
     render_alphas = torch.empty((I, H, W, 1), dtype=torch.float32, device=device)
     last_ids = torch.empty((I, H, W), dtype=torch.int32, device=device)
-    n_isects = args.flatten_ids.numel()
     block = args.block_size
     shared = shared_bytes(args.variant, block)
-    common = (_ptr(args.isect_offsets), _ptr(args.flatten_ids), np.int32(n_isects), np.int32(plan.num_items),
-              *args.geometry())
+    common = (_ptr(args.isect_offsets), _ptr(args.flatten_ids), np.int32(args.flatten_ids.numel()),
+              np.int32(plan.num_items), *args.geometry())
     main = torch.cuda.current_stream(device)
-    h, k = plan.chunked_tiles, plan.chunk_count
+    workers = plan.concurrent_ctas
 
-    if h > 0:
-        saturation_flags = torch.full((h,), k, dtype=torch.int32, device=device)
-        partial_colors = torch.empty((h * k * block * C,), dtype=torch.float32, device=device)
-        partial_transmittance = torch.empty((h * k * block,), dtype=torch.float32, device=device)
+    chunking = plan.chunk_capacity > 0
+    if chunking:
+        partial_colors = torch.empty((plan.chunk_capacity * block * C,), dtype=torch.float32, device=device)
+        partial_transmittance = torch.empty((plan.chunk_capacity * block,), dtype=torch.float32, device=device)
         chunk_stream = side_stream(device_index) if co_execute else main
         if chunk_stream is not main:
-            chunk_stream.wait_stream(main)  # the plan (sort) and inputs are ready
-            used_on_side = (saturation_flags, partial_colors, partial_transmittance, plan.lpt_order, args.colors,
-                            args.isect_offsets, args.flatten_ids, *[a for a in args.gaussian_arrays if a is not None])
+            chunk_stream.wait_stream(main)  # the plan (sort, policy) and the inputs are ready
+            used_on_side = (partial_colors, partial_transmittance, plan.lpt_order, plan.schedule, plan.saturation_flags,
+                            args.colors, args.isect_offsets, args.flatten_ids,
+                            *[a for a in args.gaussian_arrays if a is not None])
             for tensor in used_on_side:
                 tensor.record_stream(chunk_stream)
-        _launch(kernels.chunk, chunk_stream, h * k, block, shared,
-                (_ptr(plan.lpt_order), np.int32(k), _ptr(saturation_flags), *common, *args.gaussian_pointers(),
-                 _ptr(args.colors), _ptr(partial_colors), _ptr(partial_transmittance)))
+        # launched first, so its CTAs (the heaviest tiles' chunks) are resident before the LPT kernel's
+        _launch(kernels.chunk, chunk_stream, min(workers, plan.chunk_capacity), block, shared,
+                (_ptr(plan.lpt_order), _ptr(plan.schedule), _ptr(plan.saturation_flags), *common,
+                 *args.gaussian_pointers(), _ptr(args.colors), _ptr(partial_colors), _ptr(partial_transmittance)))
 
-    queue_counter = torch.zeros((1,), dtype=torch.int32, device=device)
-    queue_length = plan.num_items - h
-    if queue_length > 0:
-        grid = min(plan.concurrent_ctas, queue_length)
-        _launch(kernels.persistent, main, grid, block, shared,
-                (_ptr(plan.lpt_order, h), np.int32(queue_length), _ptr(queue_counter), *common,
-                 *args.gaussian_pointers(), _ptr(args.colors), _ptr(args.backgrounds), _ptr(args.masks),
-                 _ptr(render_colors), _ptr(render_alphas), _ptr(last_ids)))
+    _launch(kernels.persistent, main, min(workers, plan.num_items), block, shared,
+            (_ptr(plan.lpt_order), _ptr(plan.schedule), *common, *args.gaussian_pointers(), _ptr(args.colors),
+             _ptr(args.backgrounds), _ptr(args.masks), _ptr(render_colors), _ptr(render_alphas), _ptr(last_ids)))
 
-    if h > 0:
+    if chunking:
         if chunk_stream is not main:
             main.wait_stream(chunk_stream)
-        _launch(kernels.reduce, main, h, block, 0,
-                (_ptr(plan.lpt_order), np.int32(k), *args.geometry(), _ptr(partial_colors),
+        _launch(kernels.reduce, main, min(workers, plan.saturation_flags.numel()), block, 0,
+                (_ptr(plan.lpt_order), _ptr(plan.schedule), *args.geometry(), _ptr(partial_colors),
                  _ptr(partial_transmittance), _ptr(args.backgrounds), _ptr(render_colors), _ptr(render_alphas),
                  _ptr(last_ids)))
     return render_colors, render_alphas, last_ids

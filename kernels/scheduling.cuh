@@ -154,27 +154,49 @@ struct SharedBatch {
           data(reinterpret_cast<typename Evaluator::Staged*>(shared + block_size * sizeof(int))) {}
 };
 
-// Mechanism 1: a persistent grid of K CTAs; one thread per CTA takes the next item from the LPT
-// queue with one atomicAdd and broadcasts it through shared memory.
+// Indices of the schedule[] words written by the plan (kernels/frame_plan.cu).
+enum ScheduleWord { kLptCounter = 0, kChunkedTiles = 1, kChunkCount = 2, kChunkCounter = 3 };
+
+// Persistent-queue position of this CTA's next work unit, broadcast to the whole CTA. The first unit
+// of each CTA is its blockIdx (so the heaviest units start at once, spread over the SMs); every
+// further one costs one atomicAdd by one thread.
+struct PersistentQueue {
+    int* counter;
+    int position;  // meaningful in thread 0 only
+
+    __device__ PersistentQueue(int* counter_) : counter(counter_), position(blockIdx.x) {}
+
+    // Returns the next position for every thread of the CTA (callers bound it by their queue length).
+    __device__ int next(int* broadcast, bool first) {
+        if (threadIdx.x == 0) {
+            if (!first) position = (int)gridDim.x + atomicAdd(counter, 1);
+            *broadcast = position;
+        }
+        __syncthreads();
+        return *broadcast;
+    }
+};
+
+// Mechanism 1: a persistent grid of K CTAs drains the LPT queue: every work item except the h chunked
+// ones, heaviest first. Per-pixel math identical to gsplat's forward kernel.
 template <unsigned CDIM, class Evaluator>
-__device__ void lpt_persistent_blend(const int* __restrict__ queue, int queue_length, int* queue_counter,
+__device__ void lpt_persistent_blend(const long long* __restrict__ lpt_order, int* schedule,
                                      const int* __restrict__ tile_offsets, const int* __restrict__ flatten_ids,
                                      int n_isects, int num_items, TileGrid grid, const typename Evaluator::Arrays& arrays,
                                      const float* __restrict__ colors, const float* __restrict__ backgrounds,
                                      const unsigned char* __restrict__ masks, float* __restrict__ render_colors,
                                      float* __restrict__ render_alphas, int* __restrict__ last_ids) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
-    __shared__ int current_item;
+    __shared__ int broadcast;
     SharedBatch<Evaluator> batch(shared_bytes, blockDim.x);
+    const int chunked_tiles = schedule[kChunkedTiles];
+    const int queue_length = num_items - chunked_tiles;
+    PersistentQueue queue(schedule + kLptCounter);
 
-    for (;;) {
-        if (threadIdx.x == 0) {
-            const int position = atomicAdd(queue_counter, 1);
-            current_item = position < queue_length ? queue[position] : -1;
-        }
-        __syncthreads();
-        const int item = current_item;
-        if (item < 0) break;
+    for (bool first = true;; first = false) {
+        const int position = queue.next(&broadcast, first);
+        if (position >= queue_length) break;
+        const int item = (int)lpt_order[chunked_tiles + position];
 
         const PixelSlot slot(grid, item, threadIdx.x);
         if (masks != nullptr && !masks[item]) {
@@ -195,75 +217,90 @@ __device__ void lpt_persistent_blend(const int* __restrict__ queue, int queue_le
                                   render_colors, render_alphas, last_ids);
             }
         }
-        __syncthreads();  // all threads have read current_item and the staged batch before they are reused
+        __syncthreads();  // the staged batch and the broadcast word are reused by the next unit
     }
 }
 
-// Mechanism 2: CTA c blends depth chunk (c % chunk_count) of chunked tile (c / chunk_count), from
-// T = 1, and writes per-pixel partial colour and transmittance. The transmittance is stored negated
-// when the pixel saturated inside this chunk: the reduction stops there, as the sequential renderer
-// would have stopped at or before it. saturation_flags[tile] (initialised to chunk_count) is lowered
-// with atomicMin to the first chunk whose pixels all saturated; later chunks then stop.
+// Mechanism 2: the h heaviest tiles cut into k contiguous depth chunks; chunk unit c blends depth
+// chunk (c % k) of chunked tile (c / k) from T = 1 and writes per-pixel partial colour and
+// transmittance. The transmittance is stored negated when the pixel saturated inside this chunk: the
+// reduction stops there, as the sequential renderer would have stopped at or before it.
+// saturation_flags[tile] (initialised to k by the plan) is lowered with atomicMin to the first chunk
+// whose pixels all saturated; later chunks check it once per batch and stop.
+// Launched as a persistent grid too, so the plan's h and k never travel to the host.
 template <unsigned CDIM, class Evaluator>
-__device__ void depth_chunk_blend(const int* __restrict__ chunked_items, int chunk_count, int* saturation_flags,
+__device__ void depth_chunk_blend(const long long* __restrict__ lpt_order, int* schedule, int* saturation_flags,
                                   const int* __restrict__ tile_offsets, const int* __restrict__ flatten_ids,
                                   int n_isects, int num_items, TileGrid grid, const typename Evaluator::Arrays& arrays,
                                   const float* __restrict__ colors, float* __restrict__ partial_colors,
                                   float* __restrict__ partial_transmittance) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
+    __shared__ int broadcast;
     SharedBatch<Evaluator> batch(shared_bytes, blockDim.x);
+    const int chunk_count = schedule[kChunkCount];
+    const int chunk_units = schedule[kChunkedTiles] * chunk_count;
+    PersistentQueue queue(schedule + kChunkCounter);
 
-    const int chunk_slot = blockIdx.x;
-    const int tile_slot = chunk_slot / chunk_count;
-    const int chunk_index = chunk_slot - tile_slot * chunk_count;
-    const int item = chunked_items[tile_slot];
-    const PixelSlot slot(grid, item, threadIdx.x);
+    for (bool first = true;; first = false) {
+        const int chunk_unit = queue.next(&broadcast, first);
+        if (chunk_unit >= chunk_units) break;
+        const int tile_slot = chunk_unit / chunk_count;
+        const int chunk_index = chunk_unit - tile_slot * chunk_count;
+        const int item = (int)lpt_order[tile_slot];
+        const PixelSlot slot(grid, item, threadIdx.x);
 
-    int range_start, range_end;
-    tile_range(tile_offsets, item, num_items, n_isects, range_start, range_end);
-    const int chunk_length = (range_end - range_start + chunk_count - 1) / chunk_count;
-    const int chunk_start = min(range_end, range_start + chunk_index * chunk_length);
-    const int chunk_end = min(range_end, chunk_start + chunk_length);
+        int range_start, range_end;
+        tile_range(tile_offsets, item, num_items, n_isects, range_start, range_end);
+        const int chunk_length = (range_end - range_start + chunk_count - 1) / chunk_count;
+        const int chunk_start = min(range_end, range_start + chunk_index * chunk_length);
+        const int chunk_end = min(range_end, chunk_start + chunk_length);
 
-    int* saturation_flag = saturation_flags + tile_slot;
-    PixelAccumulator<CDIM> pixel(slot.inside);
-    const bool stopped = blend_range<CDIM, Evaluator>(arrays, colors, flatten_ids, chunk_start, chunk_end, slot.px,
-                                                      slot.py, pixel, batch.ids, batch.data, saturation_flag,
-                                                      chunk_index);
-    // every pixel of this tile saturated here: chunks after this one cannot contribute
-    if (__syncthreads_count(pixel.done) >= (int)blockDim.x && threadIdx.x == 0) atomicMin(saturation_flag, chunk_index);
-    if (stopped) return;  // an earlier chunk saturated the tile: the reduction never reads this chunk
-
-    const long long partial = (long long)chunk_slot * blockDim.x + threadIdx.x;
-    partial_transmittance[partial] = pixel.done ? -pixel.T : pixel.T;
+        int* saturation_flag = saturation_flags + tile_slot;
+        PixelAccumulator<CDIM> pixel(slot.inside);
+        const bool stopped = blend_range<CDIM, Evaluator>(arrays, colors, flatten_ids, chunk_start, chunk_end,
+                                                          slot.px, slot.py, pixel, batch.ids, batch.data,
+                                                          saturation_flag, chunk_index);
+        // every pixel of this tile saturated here: chunks after this one cannot contribute
+        if (__syncthreads_count(pixel.done) >= (int)blockDim.x && threadIdx.x == 0)
+            atomicMin(saturation_flag, chunk_index);
+        if (!stopped) {  // when stopped, an earlier chunk saturated the tile: the reduction never reads this one
+            const long long partial = (long long)chunk_unit * blockDim.x + threadIdx.x;
+            partial_transmittance[partial] = pixel.done ? -pixel.T : pixel.T;
 #pragma unroll
-    for (unsigned k = 0; k < CDIM; ++k) partial_colors[partial * CDIM + k] = pixel.color[k];
+            for (unsigned k = 0; k < CDIM; ++k) partial_colors[partial * CDIM + k] = pixel.color[k];
+        }
+        __syncthreads();  // the staged batch and the broadcast word are reused by the next unit
+    }
 }
 
 // Eq. (5): C = sum_p C_p prod_{q<p} T_q; alpha = 1 - prod T; background with the final T.
-// One CTA per chunked tile, one thread per pixel. last_ids are not exact for chunked tiles (-1).
+// Grid-stride over the h chunked tiles, one thread per pixel. last_ids are not exact for chunked
+// tiles (-1): the plan never chunks a frame whose backward needs them.
 template <unsigned CDIM>
-__device__ void reduce_depth_chunks(const int* __restrict__ chunked_items, int chunk_count, TileGrid grid,
-                                    const float* __restrict__ partial_colors,
+__device__ void reduce_depth_chunks(const long long* __restrict__ lpt_order, const int* __restrict__ schedule,
+                                    TileGrid grid, const float* __restrict__ partial_colors,
                                     const float* __restrict__ partial_transmittance,
                                     const float* __restrict__ backgrounds, float* __restrict__ render_colors,
                                     float* __restrict__ render_alphas, int* __restrict__ last_ids) {
-    const int tile_slot = blockIdx.x;
-    const PixelSlot slot(grid, chunked_items[tile_slot], threadIdx.x);
-    if (!slot.inside) return;
-    float color[CDIM];
+    const int chunked_tiles = schedule[kChunkedTiles];
+    const int chunk_count = schedule[kChunkCount];
+    for (int tile_slot = blockIdx.x; tile_slot < chunked_tiles; tile_slot += gridDim.x) {
+        const PixelSlot slot(grid, (int)lpt_order[tile_slot], threadIdx.x);
+        if (!slot.inside) continue;
+        float color[CDIM];
 #pragma unroll
-    for (unsigned k = 0; k < CDIM; ++k) color[k] = 0.f;
-    float T = 1.0f;
-    for (int chunk = 0; chunk < chunk_count; ++chunk) {
-        const long long partial = ((long long)tile_slot * chunk_count + chunk) * blockDim.x + threadIdx.x;
-        const float signed_T = partial_transmittance[partial];
+        for (unsigned k = 0; k < CDIM; ++k) color[k] = 0.f;
+        float T = 1.0f;
+        for (int chunk = 0; chunk < chunk_count; ++chunk) {
+            const long long partial = ((long long)tile_slot * chunk_count + chunk) * blockDim.x + threadIdx.x;
+            const float signed_T = partial_transmittance[partial];
 #pragma unroll
-        for (unsigned k = 0; k < CDIM; ++k) color[k] += partial_colors[partial * CDIM + k] * T;
-        T *= fabsf(signed_T);
-        if (signed_T < 0.f) break;  // saturated inside this chunk
+            for (unsigned k = 0; k < CDIM; ++k) color[k] += partial_colors[partial * CDIM + k] * T;
+            T *= fabsf(signed_T);
+            if (signed_T < 0.f) break;  // saturated inside this chunk
+        }
+        write_pixel<CDIM>(slot, grid, color, T, -1, backgrounds, render_colors, render_alphas, last_ids);
     }
-    write_pixel<CDIM>(slot, grid, color, T, -1, backgrounds, render_colors, render_alphas, last_ids);
 }
 
 }  // namespace lpt
@@ -273,37 +310,37 @@ __device__ void reduce_depth_chunks(const int* __restrict__ chunked_items, int c
 #define LPT_DEFINE_VARIANT_KERNELS(SUFFIX, EVALUATOR)                                                           \
     template <unsigned CDIM>                                                                                    \
     __global__ void lpt_persistent_blend_##SUFFIX(                                                              \
-        const int* queue, int queue_length, int* queue_counter, const int* tile_offsets, const int* flatten_ids, \
+        const long long* lpt_order, int* schedule, const int* tile_offsets, const int* flatten_ids,             \
         int n_isects, int num_items, unsigned image_width, unsigned image_height, unsigned tile_size,           \
         unsigned tile_width, unsigned tile_height, const float* a0, const float* a1, const float* a2,           \
         const float* a3, const float* colors, const float* backgrounds, const unsigned char* masks,             \
         float* render_colors, float* render_alphas, int* last_ids) {                                            \
         const lpt::TileGrid grid{image_width, image_height, tile_size, tile_width, tile_height};               \
         const EVALUATOR::Arrays arrays(a0, a1, a2, a3);                                                         \
-        lpt::lpt_persistent_blend<CDIM, EVALUATOR>(queue, queue_length, queue_counter, tile_offsets,            \
-                                                   flatten_ids, n_isects, num_items, grid, arrays, colors,      \
-                                                   backgrounds, masks, render_colors, render_alphas, last_ids); \
+        lpt::lpt_persistent_blend<CDIM, EVALUATOR>(lpt_order, schedule, tile_offsets, flatten_ids, n_isects,    \
+                                                   num_items, grid, arrays, colors, backgrounds, masks,         \
+                                                   render_colors, render_alphas, last_ids);                     \
     }                                                                                                           \
     template <unsigned CDIM>                                                                                    \
     __global__ void depth_chunk_blend_##SUFFIX(                                                                 \
-        const int* chunked_items, int chunk_count, int* saturation_flags, const int* tile_offsets,              \
+        const long long* lpt_order, int* schedule, int* saturation_flags, const int* tile_offsets,              \
         const int* flatten_ids, int n_isects, int num_items, unsigned image_width, unsigned image_height,       \
         unsigned tile_size, unsigned tile_width, unsigned tile_height, const float* a0, const float* a1,        \
         const float* a2, const float* a3, const float* colors, float* partial_colors,                           \
         float* partial_transmittance) {                                                                         \
         const lpt::TileGrid grid{image_width, image_height, tile_size, tile_width, tile_height};               \
         const EVALUATOR::Arrays arrays(a0, a1, a2, a3);                                                         \
-        lpt::depth_chunk_blend<CDIM, EVALUATOR>(chunked_items, chunk_count, saturation_flags, tile_offsets,     \
+        lpt::depth_chunk_blend<CDIM, EVALUATOR>(lpt_order, schedule, saturation_flags, tile_offsets,            \
                                                 flatten_ids, n_isects, num_items, grid, arrays, colors,         \
                                                 partial_colors, partial_transmittance);                         \
     }                                                                                                           \
     template <unsigned CDIM>                                                                                    \
     __global__ void reduce_depth_chunks_##SUFFIX(                                                               \
-        const int* chunked_items, int chunk_count, unsigned image_width, unsigned image_height,                 \
+        const long long* lpt_order, const int* schedule, unsigned image_width, unsigned image_height,           \
         unsigned tile_size, unsigned tile_width, unsigned tile_height, const float* partial_colors,             \
         const float* partial_transmittance, const float* backgrounds, float* render_colors,                     \
         float* render_alphas, int* last_ids) {                                                                  \
         const lpt::TileGrid grid{image_width, image_height, tile_size, tile_width, tile_height};               \
-        lpt::reduce_depth_chunks<CDIM>(chunked_items, chunk_count, grid, partial_colors, partial_transmittance, \
+        lpt::reduce_depth_chunks<CDIM>(lpt_order, schedule, grid, partial_colors, partial_transmittance,        \
                                        backgrounds, render_colors, render_alphas, last_ids);                    \
     }

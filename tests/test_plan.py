@@ -30,7 +30,7 @@ def test_tile_workloads_zero_for_masked_tiles():
 def test_lpt_order_heaviest_first_over_all_images():
     offsets, n = offsets_for([5, 1, 0, 40, 2, 9], (2, 1, 3))
     sorted_workloads, order = lpt_order(tile_workloads(offsets, n))
-    assert order.dtype == torch.int32
+    assert order.dtype == torch.int64
     assert sorted_workloads.tolist() == [40, 9, 5, 2, 1, 0]
     assert order.tolist() == [3, 5, 0, 4, 1, 2]
 
@@ -89,18 +89,22 @@ def test_overhead_lambda_limits_chunked_tiles():
 def test_plan_modes():
     counts = [0] * 50 + [1000] + [10] * 49
     offsets, n = offsets_for(counts, (1, 10, 10))
-    lpt = plan_frame(offsets, n, 16, LPTConfig(mode="lpt"))
-    assert lpt.chunked_tiles == 0 and lpt.max_workload == 1000 and lpt.total_workload == n
-    assert lpt.imbalance == pytest.approx(1000 / (n / 16))
-    assert int(lpt.lpt_order[0]) == 50
-    chunk = plan_frame(offsets, n, 16, LPTConfig(mode="chunk", chunk_count=4))
-    assert (chunk.chunked_tiles, chunk.chunk_count) == (50, 4)  # every non-empty tile
-    fixed = plan_frame(offsets, n, 16, LPTConfig(mode="fixed", heavy_ratio=0.1, chunk_count=8))
-    assert (fixed.chunked_tiles, fixed.chunk_count) == (5, 8)
-    auto = plan_frame(offsets, n, 16, LPTConfig(mode="auto"))
-    assert auto.chunked_tiles >= 1
-    blocked = plan_frame(offsets, n, 16, LPTConfig(mode="auto"), chunking_allowed=False, chunking_disabled_reason="why")
-    assert blocked.chunked_tiles == 0 and blocked.report()["chunking_disabled_reason"] == "why"
+    lpt_plan = plan_frame(offsets, n, 16, LPTConfig(mode="lpt"))
+    lpt = lpt_plan.report()
+    assert lpt["chunked_tiles"] == 0 and lpt["max_workload"] == 1000 and lpt["total_workload"] == n
+    assert lpt["imbalance"] == pytest.approx(1000 / (n / 16))
+    assert int(lpt_plan.lpt_order[0]) == 50 and lpt_plan.chunk_capacity == 0
+    chunk_plan = plan_frame(offsets, n, 16, LPTConfig(mode="chunk", chunk_count=4))
+    chunk = chunk_plan.report()
+    assert (chunk["chunked_tiles"], chunk["chunk_count"]) == (50, 4)  # every non-empty tile
+    assert chunk_plan.chunk_capacity == 200 and chunk_plan.saturation_flags[:50].tolist() == [4] * 50
+    fixed = plan_frame(offsets, n, 16, LPTConfig(mode="fixed", heavy_ratio=0.1, chunk_count=8)).report()
+    assert (fixed["chunked_tiles"], fixed["chunk_count"]) == (5, 8)
+    auto = plan_frame(offsets, n, 16, LPTConfig(mode="auto")).report()
+    assert auto["chunked_tiles"] >= 1 and auto["predicted_cost"] <= 0.9 * auto["predicted_cost_lpt"]
+    blocked = plan_frame(offsets, n, 16, LPTConfig(mode="auto"), chunking_allowed=False,
+                         chunking_disabled_reason="why").report()
+    assert blocked["chunked_tiles"] == 0 and blocked["chunking_disabled_reason"] == "why"
 
 
 def test_plan_report_keys():
@@ -115,4 +119,20 @@ def test_plan_with_no_intersections():
     offsets = torch.zeros((2, 3, 3), dtype=torch.int32)
     for mode in ("lpt", "auto", "chunk"):
         plan = plan_frame(offsets, 0, 8, LPTConfig(mode=mode))
-        assert plan.chunked_tiles == 0 and plan.imbalance == 0.0 and plan.num_items == 18
+        report = plan.report()
+        assert report["chunked_tiles"] == 0 and report["imbalance"] == 0.0 and plan.num_items == 18
+
+
+def test_max_chunks_bounds_h_times_k():
+    counts = torch.cat([torch.full((10,), 10_000), torch.full((990,), 10)])
+    unbounded = choose_chunking(counts, float(counts.sum()), 1000, LPTConfig(overhead_lambda=0.0))
+    bounded = choose_chunking(counts, float(counts.sum()), 1000, LPTConfig(overhead_lambda=0.0, max_chunks=64))
+    assert unbounded.chunked_tiles * unbounded.chunk_count > 64
+    assert (bounded.chunked_tiles, bounded.chunk_count) == (10, 4)  # the deepest k that still fits
+
+
+def test_masked_total_excludes_masked_tiles():
+    offsets, n = offsets_for([10, 20, 30, 40], (1, 2, 2))
+    masks = torch.tensor([[[True, False], [True, True]]])
+    report = plan_frame(offsets, n, 4, LPTConfig(mode="lpt"), masks=masks).report()
+    assert report["total_workload"] == 80 and report["max_workload"] == 40

@@ -12,6 +12,7 @@ import json
 import math
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -78,6 +79,19 @@ def measure(frame: BlendInputs, repeats: int, fixed_grid: bool) -> dict:
     for name, config in configs.items():
         variants[name] = (lambda c=config: frame.blend(c.mode, c))
     times = time_interleaved(variants, repeats=repeats, warmup=3)
+    # back-to-back calls without a sync in between: what a render loop whose CPU runs ahead sees
+    pipelined = {}
+    for name in ("vanilla", "lpt", "auto"):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        host_start = time.perf_counter()
+        for _ in range(repeats):
+            variants[name]()
+        host_ms = (time.perf_counter() - host_start) * 1000 / repeats
+        stop.record()
+        stop.synchronize()
+        pipelined[name] = start.elapsed_time(stop) / repeats
+        pipelined[name + "_host"] = host_ms
     reference, _ = frame.blend("vanilla")
     row = {"n_isects": frame.flatten_ids.numel()}
     for name, config in configs.items():
@@ -87,6 +101,7 @@ def measure(frame: BlendInputs, repeats: int, fixed_grid: bool) -> dict:
         row["imbalance"] = stats["imbalance"]
         row["K"] = stats["concurrent_ctas"]
     row["vanilla"] = {"ms": median_ms(times["vanilla"])}
+    row["pipelined_ms"] = pipelined
     # what the plan (sort + policy, one sync) costs alone
     from gsplat_lpt.plan import plan_frame
 
@@ -97,6 +112,10 @@ def measure(frame: BlendInputs, repeats: int, fixed_grid: bool) -> dict:
         best = min((n for n in configs if n.startswith("fixed")), key=lambda n: row[n]["ms"])
         row["best_fixed"] = {"name": best, **row[best]}
     return row
+
+
+def pipelined_text(row: dict) -> str:
+    return "/".join(f"{row['pipelined_ms'][mode]:.3f}" for mode in ("vanilla", "lpt", "auto"))
 
 
 def main() -> None:
@@ -116,7 +135,7 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     (args.out / "bench_core.json").write_text(json.dumps(rows, indent=1))
     print(f"\n{'heavy':>8} {'imbal':>6} {'K':>5} {'vanilla':>8} {'lpt':>7} {'chunk8':>7} {'auto':>7} {'(h,k)':>9} "
-          f"{'best fixed':>22} {'lpt x':>6} {'auto x':>6} {'psnr':>6} {'plan':>6}")
+          f"{'best fixed':>22} {'lpt x':>6} {'auto x':>6} {'psnr':>6} {'plan':>6} {'pipelined v/l/a':>20}")
     for r in rows:
         v = r["vanilla"]["ms"]
         bf = r.get("best_fixed")
@@ -124,7 +143,7 @@ def main() -> None:
         print(f"{r['heavy']:>8} {r['imbalance']:>6.2f} {r['K']:>5} {v:>8.3f} {r['lpt']['ms']:>7.3f} {r['chunk']['ms']:>7.3f} "
               f"{r['auto']['ms']:>7.3f} {str((r['auto']['h'], r['auto']['k'])):>9} {bf_text:>22} "
               f"{v / r['lpt']['ms']:>6.2f} {v / r['auto']['ms']:>6.2f} {min(r['auto']['psnr'], r['chunk']['psnr']):>6.1f} "
-              f"{r['plan_ms']:>6.3f}")
+              f"{r['plan_ms']:>6.3f} {pipelined_text(r):>20}")
 
 
 if __name__ == "__main__":
