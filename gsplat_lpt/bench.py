@@ -1,0 +1,373 @@
+"""Benchmark of the alpha-blending stage per frame, measured as ../shared/BRIEF.md prescribes.
+
+For every frame of a scene: gsplat's projection and tiling once (`frame.project_frame`), then the
+whole `rasterize_to_pixels` call of each mode (vanilla = gsplat's kernel, lpt, chunk, auto, and a
+small grid of fixed (rho, k) when asked) timed with CUDA events after warm-up, median of >= 20 runs,
+all modes interleaved in one process (`timing.time_interleaved`). Also per frame: imbalance and the
+policy's (h, k) from `meta["lpt"]` (real K of this GPU), PSNR of every mode against vanilla, and the
+end-to-end `gsplat.rasterization` time with backend="cuda" vs "lpt" (what the speedup is worth for
+the whole frame).
+
+Only `bench_scene` needs a GPU; tables, CSV/JSON and the summary work on any list of `FrameResult`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+
+from .config import LPTConfig
+
+BENCH_MODES: Tuple[str, ...] = ("vanilla", "lpt", "chunk", "auto")
+# Small (rho, k) grid for the "best fixed" column: fraction of non-empty tiles chunked, chunks per tile.
+DEFAULT_FIXED_GRID: Tuple[Tuple[float, int], ...] = tuple(
+    (rho, k) for rho in (0.001, 0.01, 0.05) for k in (4, 8, 16)
+)
+# Imbalance bands of the BRIEF's targets.
+BANDS: Tuple[Tuple[str, float, float], ...] = (
+    ("balanced (< 1)", 0.0, 1.0),
+    ("1 to 1.5", 1.0, 1.5),
+    ("1.5 to 3", 1.5, 3.0),
+    ("3 to 5", 3.0, 5.0),
+    (">= 5", 5.0, math.inf),
+)
+
+
+class NeedsGPU(RuntimeError):
+    """Raised by `bench_scene` on a machine without CUDA."""
+
+
+def fixed_label(rho: float, k: int) -> str:
+    return f"fixed:rho={rho:g},k={k}"
+
+
+def parse_fixed_label(label: str) -> Tuple[float, int]:
+    rho, k = label.split(":", 1)[1].split(",")
+    return float(rho.split("=")[1]), int(k.split("=")[1])
+
+
+@dataclass
+class FrameResult:
+    """One frame of one scene: times (median ms), PSNR vs vanilla (dB), schedule facts."""
+
+    scene: str
+    frame: int
+    images: int
+    width: int
+    height: int
+    num_gaussians: int
+    total_workload: int  # n_isects
+    max_workload: int
+    imbalance: float  # N_1 / (N_total / K), K of this GPU
+    concurrent_ctas: int  # K
+    chunked_tiles: int  # h chosen by auto
+    chunk_count: int  # k chosen by auto
+    blend_ms: Dict[str, float] = field(default_factory=dict)  # mode or fixed label -> median ms
+    psnr_db: Dict[str, float] = field(default_factory=dict)  # mode or fixed label -> dB vs vanilla (inf: identical)
+    end_to_end_ms: Dict[str, float] = field(default_factory=dict)  # "cuda" / "lpt" -> median ms of rasterization()
+    repeats: int = 0
+    chunking_disabled_reason: Optional[str] = None
+
+    def speedup(self, mode: str) -> float:
+        """Vanilla blend time over this mode's (> 1: faster than gsplat)."""
+        if mode not in self.blend_ms or "vanilla" not in self.blend_ms or self.blend_ms[mode] <= 0:
+            return float("nan")
+        return self.blend_ms["vanilla"] / self.blend_ms[mode]
+
+    @property
+    def fixed_labels(self) -> List[str]:
+        return [label for label in self.blend_ms if label.startswith("fixed:")]
+
+    @property
+    def best_fixed(self) -> Optional[str]:
+        labels = self.fixed_labels
+        return min(labels, key=lambda label: self.blend_ms[label]) if labels else None
+
+    @property
+    def end_to_end_speedup(self) -> float:
+        if self.end_to_end_ms.get("lpt", 0) <= 0 or "cuda" not in self.end_to_end_ms:
+            return float("nan")
+        return self.end_to_end_ms["cuda"] / self.end_to_end_ms["lpt"]
+
+    def row(self) -> Dict[str, Any]:
+        """Flat record for CSV (one column per mode)."""
+        record: Dict[str, Any] = {
+            "scene": self.scene, "frame": self.frame, "images": self.images, "width": self.width,
+            "height": self.height, "num_gaussians": self.num_gaussians, "total_workload": self.total_workload,
+            "max_workload": self.max_workload, "imbalance": round(self.imbalance, 4),
+            "concurrent_ctas": self.concurrent_ctas, "chunked_tiles": self.chunked_tiles,
+            "chunk_count": self.chunk_count,
+        }
+        for mode in BENCH_MODES:
+            record[f"{mode}_ms"] = _round(self.blend_ms.get(mode))
+        for mode in BENCH_MODES[1:]:
+            record[f"{mode}_speedup"] = _round(self.speedup(mode))
+            record[f"{mode}_psnr_db"] = _psnr_text(self.psnr_db.get(mode))
+        best = self.best_fixed
+        record["best_fixed"] = best or ""
+        record["best_fixed_ms"] = _round(self.blend_ms.get(best)) if best else ""
+        record["auto_vs_best_fixed"] = _round(self.blend_ms["auto"] / self.blend_ms[best]) if best and "auto" in self.blend_ms else ""
+        record["rasterization_cuda_ms"] = _round(self.end_to_end_ms.get("cuda"))
+        record["rasterization_lpt_ms"] = _round(self.end_to_end_ms.get("lpt"))
+        record["rasterization_speedup"] = _round(self.end_to_end_speedup)
+        record["repeats"] = self.repeats
+        record["chunking_disabled_reason"] = self.chunking_disabled_reason or ""
+        return record
+
+    def to_json(self) -> Dict[str, Any]:
+        data = asdict(self)
+        data["psnr_db"] = {mode: _psnr_text(value) for mode, value in self.psnr_db.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "FrameResult":
+        data = dict(data)
+        data["psnr_db"] = {mode: float(value) for mode, value in data.get("psnr_db", {}).items()}
+        return cls(**data)
+
+
+def _round(value: Optional[float], digits: int = 4) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return round(float(value), digits)
+
+
+def _psnr_text(value: Optional[float]) -> Any:
+    """PSNR for files: 'inf' for identical images (JSON has no infinity)."""
+    if value is None:
+        return ""
+    return "inf" if math.isinf(value) else round(float(value), 2)
+
+
+def psnr(image: torch.Tensor, reference: torch.Tensor, peak: float = 1.0) -> float:
+    """Peak signal-to-noise ratio in dB; inf when the images are identical."""
+    mse = float(torch.mean((image.double() - reference.double()) ** 2))
+    return math.inf if mse == 0.0 else 10.0 * math.log10(peak * peak / mse)
+
+
+# ----------------------------------------------------------------------------------------------
+# Measurement (GPU)
+# ----------------------------------------------------------------------------------------------
+
+
+def require_cuda() -> None:
+    if not torch.cuda.is_available():
+        raise NeedsGPU("gsplat-lpt bench needs a CUDA GPU (none found); `gsplat-lpt analyze` simulates the "
+                       "schedules on the CPU")
+
+
+def bench_scene(
+    scene,  # scenes.Scene
+    modes: Sequence[str] = BENCH_MODES,
+    fixed_grid: Optional[Sequence[Tuple[float, int]]] = None,
+    repeats: int = 21,
+    warmup: int = 3,
+    config: Optional[LPTConfig] = None,
+    end_to_end: bool = True,
+    frames: Optional[Iterable[int]] = None,
+    progress: bool = True,
+) -> List[FrameResult]:
+    """Time every mode on every frame of `scene` (on the current CUDA device)."""
+    require_cuda()
+    from .frame import project_frame
+    from .timing import median_ms, time_interleaved
+
+    if repeats < 20:
+        raise ValueError(f"repeats must be >= 20 (median of at least 20 runs), got {repeats}")
+    modes = list(dict.fromkeys(["vanilla", *modes]))  # vanilla is the reference of PSNR and speedups
+    config = config or LPTConfig()
+    device_scene = scene.to("cuda")
+    frame_ids = list(range(scene.num_frames)) if frames is None else list(frames)
+    results: List[FrameResult] = []
+    for frame in _track(frame_ids, f"bench {scene.name}", progress):
+        viewmats, Ks = device_scene.frame_cameras(frame)
+        inputs = project_frame(device_scene.means, device_scene.quats, device_scene.scales, device_scene.opacities,
+                               device_scene.colors, viewmats, Ks, scene.width, scene.height,
+                               sh_degree=scene.sh_degree)
+        variants: Dict[str, Any] = {}
+        configs: Dict[str, Tuple[str, LPTConfig]] = {}
+        for mode in modes:
+            configs[mode] = (mode, config)
+        for rho, k in fixed_grid or ():
+            configs[fixed_label(rho, k)] = ("fixed", config.replace(heavy_ratio=rho, chunk_count=k))
+        for label, (mode, mode_config) in configs.items():
+            variants[label] = (lambda m=mode, c=mode_config: inputs.blend(m, c))
+        # Outputs once per variant: PSNR against gsplat's kernel, and the schedule auto chose.
+        reference, _ = inputs.blend("vanilla")
+        psnrs: Dict[str, float] = {}
+        report: Dict[str, Any] = {}
+        for label, (mode, mode_config) in configs.items():
+            if mode == "vanilla":
+                continue
+            colors, _, stats = inputs.blend_with_stats(mode, mode_config)
+            psnrs[label] = psnr(colors, reference)
+            if label == "auto" or not report:
+                report = stats
+        times = time_interleaved(variants, repeats=repeats, warmup=warmup)
+        end_to_end_ms: Dict[str, float] = {}
+        if end_to_end:
+            end_to_end_ms = _time_rasterization(device_scene, viewmats, Ks, config, repeats, warmup)
+        results.append(FrameResult(
+            scene=scene.name, frame=frame, images=int(viewmats.shape[0]), width=scene.width, height=scene.height,
+            num_gaussians=scene.num_gaussians, total_workload=int(report.get("total_workload", inputs.flatten_ids.numel())),
+            max_workload=int(report.get("max_workload", 0)), imbalance=float(report.get("imbalance", float("nan"))),
+            concurrent_ctas=int(report.get("concurrent_ctas", 0)),
+            chunked_tiles=int(report.get("chunked_tiles", 0)) if "auto" in configs else 0,
+            chunk_count=int(report.get("chunk_count", 1)) if "auto" in configs else 1,
+            blend_ms={label: median_ms(samples) for label, samples in times.items()},
+            psnr_db=psnrs, end_to_end_ms=end_to_end_ms, repeats=repeats,
+            chunking_disabled_reason=report.get("chunking_disabled_reason"),
+        ))
+        del inputs, reference
+        torch.cuda.empty_cache()
+    return results
+
+
+def _time_rasterization(scene, viewmats, Ks, config: LPTConfig, repeats: int, warmup: int) -> Dict[str, float]:
+    """Median ms of the whole `gsplat.rasterization` call with gsplat's backend and ours."""
+    import gsplat
+
+    from . import hook  # noqa: F401  (importing gsplat_lpt installed the backend flag)
+    from .timing import median_ms, time_interleaved
+
+    def render(backend: str):
+        extra = {"lpt_config": config} if backend == "lpt" else {}
+        return gsplat.rasterization(scene.means, scene.quats, scene.scales, scene.opacities, scene.colors, viewmats,
+                                    Ks, scene.width, scene.height, sh_degree=scene.sh_degree, packed=False,
+                                    backend=backend, **extra)
+
+    times = time_interleaved({"cuda": lambda: render("cuda"), "lpt": lambda: render("lpt")},
+                             repeats=repeats, warmup=warmup)
+    return {backend: median_ms(samples) for backend, samples in times.items()}
+
+
+def _track(items: Sequence[int], description: str, enabled: bool):
+    if not enabled or len(items) <= 1:
+        return items
+    from rich.progress import track
+
+    return track(items, description=description, transient=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Reporting (any machine)
+# ----------------------------------------------------------------------------------------------
+
+
+def band_of(imbalance: float) -> str:
+    for name, low, high in BANDS:
+        if low <= imbalance < high:
+            return name
+    return BANDS[-1][0]
+
+
+def summarize(results: Sequence[FrameResult]) -> List[Dict[str, Any]]:
+    """Per imbalance band: frames, mean and worst-frame speedup of each mode over vanilla."""
+    summary = []
+    for name, low, high in BANDS:
+        members = [r for r in results if low <= r.imbalance < high]
+        if not members:
+            continue
+        entry: Dict[str, Any] = {"band": name, "frames": len(members)}
+        for mode in BENCH_MODES[1:]:
+            speedups = [r.speedup(mode) for r in members if not math.isnan(r.speedup(mode))]
+            if speedups:
+                entry[f"{mode}_mean_speedup"] = round(sum(speedups) / len(speedups), 3)
+                entry[f"{mode}_min_speedup"] = round(min(speedups), 3)
+                entry[f"{mode}_max_speedup"] = round(max(speedups), 3)
+        summary.append(entry)
+    return summary
+
+
+def results_table(results: Sequence[FrameResult], title: str = "alpha blending per frame (median ms)"):
+    """A rich Table: one row per frame, the times of each mode, speedups, (h, k), PSNR, end-to-end."""
+    from rich.table import Table
+
+    has_fixed = any(r.fixed_labels for r in results)
+    has_e2e = any(r.end_to_end_ms for r in results)
+    table = Table(title=title, title_justify="left")
+    for header in ("scene", "fr", "imbal.", "h,k", "vanilla", "lpt", "chunk", "auto", "auto x"):
+        table.add_column(header, justify="left" if header == "scene" else "right")
+    if has_fixed:
+        table.add_column("best fixed", justify="right")
+    table.add_column("min PSNR", justify="right")
+    if has_e2e:
+        table.add_column("raster. cuda/lpt", justify="right")
+    for r in results:
+        cells = [r.scene, str(r.frame), f"{r.imbalance:.2f}", f"{r.chunked_tiles},{r.chunk_count}"]
+        cells += [_ms(r.blend_ms.get(mode)) for mode in BENCH_MODES]
+        cells.append(_speedup_text(r.speedup("auto")))
+        if has_fixed:
+            best = r.best_fixed
+            if best:
+                rho, k = parse_fixed_label(best)
+                cells.append(f"{r.blend_ms[best]:.3f} ({rho:g},{k})")
+            else:
+                cells.append("-")
+        lowest = min(r.psnr_db.values()) if r.psnr_db else None
+        cells.append("-" if lowest is None else ("exact" if math.isinf(lowest) else f"{lowest:.1f} dB"))
+        if has_e2e:
+            cells.append(f"{_ms(r.end_to_end_ms.get('cuda'))}/{_ms(r.end_to_end_ms.get('lpt'))}"
+                         if r.end_to_end_ms else "-")
+        table.add_row(*cells)
+    return table
+
+
+def _ms(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _speedup_text(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}x"
+
+
+CSV_NAME, JSON_NAME = "bench.csv", "bench.json"
+
+
+def write_results(results: Sequence[FrameResult], out_dir, meta: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
+    """bench.csv (one row per frame) and bench.json (full records, band summary, run facts)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [r.row() for r in results]
+    columns: List[str] = []
+    for row in rows:
+        columns += [key for key in row if key not in columns]
+    with open(out / CSV_NAME, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    with open(out / JSON_NAME, "w") as handle:
+        json.dump({"meta": meta or {}, "summary": summarize(results), "frames": [r.to_json() for r in results]},
+                  handle, indent=2)
+    return {"csv": str(out / CSV_NAME), "json": str(out / JSON_NAME)}
+
+
+def read_results(path) -> Tuple[List[FrameResult], Dict[str, Any]]:
+    """Frames and meta of a bench.json (for re-plotting)."""
+    with open(path) as handle:
+        data = json.load(handle)
+    return [FrameResult.from_json(frame) for frame in data["frames"]], data.get("meta", {})
+
+
+def environment_facts() -> Dict[str, Any]:
+    """GPU, versions: written next to the numbers."""
+    import gsplat
+
+    facts: Dict[str, Any] = {"torch": torch.__version__, "gsplat": gsplat.__version__}
+    if torch.cuda.is_available():
+        properties = torch.cuda.get_device_properties(torch.cuda.current_device())
+        facts.update({"gpu": properties.name, "sm_count": properties.multi_processor_count,
+                      "cuda": torch.version.cuda})
+    try:
+        import cupy
+
+        facts["cupy"] = cupy.__version__
+    except Exception:  # CuPy is optional for reporting
+        pass
+    return facts

@@ -1,0 +1,121 @@
+"""bench's reporting on the CPU with FAKE numbers (labelled TEST-DATA), and the real thing on a GPU."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from gsplat_lpt.bench import (
+    DEFAULT_FIXED_GRID,
+    FrameResult,
+    NeedsGPU,
+    band_of,
+    bench_scene,
+    fixed_label,
+    parse_fixed_label,
+    psnr,
+    read_results,
+    results_table,
+    summarize,
+    write_results,
+)
+from gsplat_lpt.plots import plot_frame_times, plot_speedup_vs_imbalance
+from gsplat_lpt.scenes import make_scene
+
+FAKE = "TEST-DATA (fake numbers)"
+
+
+def fake_results():
+    """Made-up timings, NOT measurements: only the reporting code is under test."""
+    heavy = FrameResult(
+        scene=FAKE, frame=0, images=1, width=1920, height=1080, num_gaussians=1000, total_workload=100_000,
+        max_workload=5_000, imbalance=52.8, concurrent_ctas=1056, chunked_tiles=12, chunk_count=16,
+        blend_ms={"vanilla": 10.0, "lpt": 9.5, "chunk": 4.0, "auto": 2.0, fixed_label(0.01, 8): 2.5,
+                  fixed_label(0.05, 16): 1.9},
+        psnr_db={"lpt": math.inf, "chunk": 80.5, "auto": 90.25, fixed_label(0.01, 8): 85.0, fixed_label(0.05, 16): 84.0},
+        end_to_end_ms={"cuda": 14.0, "lpt": 6.0}, repeats=21)
+    balanced = FrameResult(
+        scene=FAKE, frame=1, images=1, width=1920, height=1080, num_gaussians=1000, total_workload=100_000,
+        max_workload=20, imbalance=0.21, concurrent_ctas=1056, chunked_tiles=0, chunk_count=1,
+        blend_ms={"vanilla": 1.5, "lpt": 1.49, "chunk": 2.0, "auto": 1.505}, psnr_db={"lpt": math.inf, "auto": math.inf},
+        repeats=21)
+    return [heavy, balanced]
+
+
+def test_speedups_and_best_fixed():
+    heavy, balanced = fake_results()
+    assert heavy.speedup("auto") == 5.0 and heavy.speedup("lpt") == pytest.approx(10 / 9.5)
+    assert heavy.best_fixed == fixed_label(0.05, 16)
+    assert parse_fixed_label(heavy.best_fixed) == (0.05, 16)
+    assert heavy.end_to_end_speedup == pytest.approx(14 / 6)
+    assert balanced.best_fixed is None and math.isnan(balanced.end_to_end_speedup)
+    row = heavy.row()
+    assert row["auto_speedup"] == 5.0 and row["best_fixed_ms"] == 1.9
+    assert row["auto_vs_best_fixed"] == pytest.approx(2.0 / 1.9, abs=1e-4)
+    assert row["lpt_psnr_db"] == "inf" and row["chunk_psnr_db"] == 80.5
+
+
+def test_grid_and_bands():
+    assert len(DEFAULT_FIXED_GRID) == 9 and (0.01, 8) in DEFAULT_FIXED_GRID
+    assert band_of(0.2) == "balanced (< 1)" and band_of(2.0) == "1.5 to 3" and band_of(69.0) == ">= 5"
+    summary = summarize(fake_results())
+    by_band = {entry["band"]: entry for entry in summary}
+    assert by_band[">= 5"]["auto_mean_speedup"] == 5.0 and by_band[">= 5"]["frames"] == 1
+    assert by_band["balanced (< 1)"]["auto_min_speedup"] == pytest.approx(1.5 / 1.505, abs=1e-3)
+
+
+def test_psnr():
+    image = torch.rand(2, 8, 8, 3)
+    assert math.isinf(psnr(image, image))
+    assert psnr(image + 0.01, image) == pytest.approx(40.0, abs=1e-4)
+
+
+def test_csv_json_roundtrip(tmp_path):
+    results = fake_results()
+    paths = write_results(results, tmp_path, meta={"note": FAKE})
+    lines = open(paths["csv"]).read().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("scene,frame,images")
+    assert FAKE in lines[1]
+    data = json.load(open(paths["json"]))  # strict JSON: no Infinity
+    assert data["meta"]["note"] == FAKE and data["frames"][0]["psnr_db"]["lpt"] == "inf"
+    again, meta = read_results(paths["json"])
+    assert again[0].blend_ms == results[0].blend_ms and math.isinf(again[0].psnr_db["lpt"])
+    assert again[0].best_fixed == results[0].best_fixed and meta["note"] == FAKE
+
+
+def test_table_renders():
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    console.print(results_table(fake_results()))
+    text = console.export_text()
+    assert "5.00x" in text and "1.900 (0.05,16)" in text and "exact" in text and "80.5 dB" in text
+    assert "14.000/6.000" in text
+
+
+def test_plots_write_pngs(tmp_path):
+    results = fake_results()
+    for path in (plot_speedup_vs_imbalance(results, tmp_path / "speedup.png", note=FAKE),
+                 plot_frame_times(results, tmp_path / "times.png", note=FAKE)):
+        assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_without_cuda_says_so(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(NeedsGPU, match="needs a CUDA GPU.*analyze"):
+        bench_scene(make_scene("balanced", width=64, height=64, scale=0.001, frames=1))
+
+
+@pytest.mark.gpu
+def test_bench_on_gpu_small_scene(tmp_path):
+    scene = make_scene("severe", width=640, height=360, scale=0.25, frames=1)
+    results = bench_scene(scene, fixed_grid=[(0.01, 8)], repeats=20, warmup=2, progress=False)
+    (result,) = results
+    assert result.concurrent_ctas > 0 and result.imbalance > 0
+    assert set(result.blend_ms) == {"vanilla", "lpt", "chunk", "auto", fixed_label(0.01, 8)}
+    assert all(ms > 0 for ms in result.blend_ms.values())
+    assert result.psnr_db["lpt"] > 120 or math.isinf(result.psnr_db["lpt"])  # lpt is gsplat's math
+    assert min(result.psnr_db.values()) >= 76.0
+    assert result.end_to_end_ms["cuda"] > 0 and result.end_to_end_ms["lpt"] > 0
+    write_results(results, tmp_path)
