@@ -131,9 +131,9 @@ def load_scene(args: Args) -> Tuple[omnire.DrivingScene, omnire.CameraRig]:
 
 
 def finite_or_text(value: Any) -> Any:
-    """JSON has no inf: identical images (PSNR = inf) are written as the string "inf"."""
-    if isinstance(value, float) and math.isinf(value):
-        return "inf"
+    """JSON has no inf or NaN: identical images (PSNR = inf) are written as "inf", a missing stat as "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else "inf"
     return value
 
 
@@ -353,7 +353,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     # Logs are usually captured (no terminal, 80 columns): keep the 12-column table on one line per frame.
     console = Console(width=max(150, shutil.get_terminal_size((150, 40)).columns))
-    scene, rig = load_scene(args)
+    try:
+        scene, rig = load_scene(args)
+    except (FileNotFoundError, ValueError) as error:  # includes omnire.CheckpointFormatError
+        raise SystemExit(f"error: {error}") from None
     console.print(f"scene: {scene.label}; {scene.total_gaussians():,} Gaussians in "
                   f"{', '.join(node.name for node in scene.nodes)}; {rig.num_frames} frames; cameras "
                   f"{list(rig.camera_ids)} at {rig.height}x{rig.width}; mode {args.mode}")
