@@ -73,6 +73,8 @@ class Args:
     """SYNTHETIC scene: Gaussian count multiplier (1.0 is about 1.2M Gaussians)."""
     seed: int = 0
     """SYNTHETIC scene: random seed."""
+    synthetic_dir: Optional[Path] = None
+    """SYNTHETIC scene: folder for its checkpoint (~280 MB at density 1) and cameras; default <out>/synthetic_street."""
     write_synthetic: bool = False
     """on a machine without CUDA, still write the SYNTHETIC checkpoint and scene folder before exiting."""
 
@@ -111,7 +113,7 @@ def validate(args: Args) -> None:
 
 def write_synthetic(args: Args) -> Tuple[Path, Path]:
     config = omnire.SyntheticStreetConfig(num_frames=args.frames, seed=args.seed, density=args.density)
-    return omnire.write_synthetic_scene(args.out / "synthetic_street", config)
+    return omnire.write_synthetic_scene(args.synthetic_dir or args.out / "synthetic_street", config)
 
 
 def load_scene(args: Args) -> Tuple[omnire.DrivingScene, omnire.CameraRig]:

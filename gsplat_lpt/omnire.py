@@ -821,7 +821,7 @@ def _street_background(config: SyntheticStreetConfig, generator: torch.Generator
                 torch.remainder(wall.means[:, 2], 3.2) > 1.2) & (wall.means[:, 2] > 2.5)
             wall.rgb[window] = torch.tensor([0.20, 0.26, 0.34]) + 0.1 * torch.rand(
                 int(window.sum()), 1, generator=generator)
-            wall.view_dependence = 0.05  # glass and paint catch some light
+            wall.view_dependence = 0.02  # glass and paint catch some light
             clouds.append(wall)
 
     # Street trees every ~12 m on both sidewalks: trunk + semi-transparent crown.
@@ -893,7 +893,7 @@ def _vehicle_cloud(generator: torch.Generator, count: int, size: Tuple[float, fl
         scales[torch.arange(box_count), axis] = 0.01  # flat along the face normal
         quats = torch.tensor([[1.0, 0.0, 0.0, 0.0]]).expand(box_count, 4).clone()
         rgb = (colour * (0.85 + 0.3 * torch.rand(box_count, 1, generator=generator))).clamp(0.02, 0.98)
-        cloud = _Cloud(means, scales, quats, _uniform(generator, box_count, *opacity), rgb, view_dependence=0.08)
+        cloud = _Cloud(means, scales, quats, _uniform(generator, box_count, *opacity), rgb, view_dependence=0.03)
         clouds.append(cloud)
     wheel_count = max(4, int(count * 0.15)) // 4 * 4
     wheel_centres = torch.tensor([[sx * 0.33 * length, sy * 0.5 * width, -height / 2 + 0.33]

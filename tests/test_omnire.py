@@ -402,6 +402,10 @@ def test_example_without_gpu_says_so_in_one_line(example, tmp_path, monkeypatch,
     assert len(lines) == 1 and "SYNTHETIC scene written" in lines[0]
     assert (tmp_path / "synthetic_street" / "checkpoint_final.pth").is_file()
     assert (tmp_path / "synthetic_street" / "scene" / "ego_pose" / "001.txt").is_file()
+    elsewhere = tmp_path / "elsewhere"
+    example.main(["--frames", "2", "--density", "0.01", "--out", str(tmp_path / "o"), "--write-synthetic",
+                  "--synthetic-dir", str(elsewhere)])
+    assert (elsewhere / "checkpoint_final.pth").is_file() and not (tmp_path / "o").exists()
 
 
 def test_example_totals_are_ratios_of_sums(example):
