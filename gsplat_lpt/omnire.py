@@ -235,6 +235,9 @@ def node_from_state_dict(name: str, state: Dict[str, Tensor]) -> GaussianNode:
     _require(state, GAUSSIAN_KEYS, name)
     means = state["_means"].float()  # [N, 3]
     count = means.shape[0]
+    for key in GAUSSIAN_KEYS + ("_features_rest",):
+        if key in state and state[key].shape[0] != count:
+            raise CheckpointFormatError(f"models[{name!r}][{key!r}] has {state[key].shape[0]} rows, _means has {count}")
     scales = torch.exp(state["_scales"].float())  # [N, 3], or [N, 1] with ball_gaussians
     if scales.shape[-1] == 1:
         scales = scales.expand(count, 3).contiguous()  # isotropic ("ball") Gaussians
@@ -250,9 +253,6 @@ def node_from_state_dict(name: str, state: Dict[str, Tensor]) -> GaussianNode:
     sh_degree = math.isqrt(sh_coeffs.shape[1]) - 1
     if (sh_degree + 1) ** 2 != sh_coeffs.shape[1]:
         raise CheckpointFormatError(f"models[{name!r}]: {sh_coeffs.shape[1]} SH bases is not a square number")
-    for key, tensor in (("_scales", scales), ("_quats", quats), ("_opacities", opacities)):
-        if tensor.shape[0] != count:
-            raise CheckpointFormatError(f"models[{name!r}][{key!r}] has {tensor.shape[0]} rows, _means has {count}")
 
     node = GaussianNode(name, means, quats, scales, opacities, sh_coeffs, sh_degree)
     if not any(key in state for key in INSTANCE_KEYS):

@@ -157,6 +157,11 @@ def test_loader_rejects_bad_input_with_clear_messages(tmp_path):
     torch.save({"models": {"RigidNodes": broken}}, broken_path)
     with pytest.raises(omnire.CheckpointFormatError, match="instances_fv"):
         omnire.load_checkpoint(broken_path)
+    short = gaussian_state([[0.0, 0.0, 1.0], [0.0, 0.0, 2.0]])
+    short["_opacities"] = short["_opacities"][:1]
+    torch.save({"models": {"Background": short}}, broken_path)
+    with pytest.raises(omnire.CheckpointFormatError, match="'_opacities'.* 1 rows, _means has 2"):
+        omnire.load_checkpoint(broken_path)
     garbage = tmp_path / "garbage.pth"
     garbage.write_bytes(b"not a torch file")
     with pytest.raises(omnire.CheckpointFormatError, match="not a readable torch checkpoint"):
