@@ -40,7 +40,9 @@ class BlendInputs:
                 self.tile_size, self.isect_offsets, self.flatten_ids)
         if mode == "vanilla":
             return hook.original("rasterize_to_pixels")(*args, backgrounds=self.backgrounds)
-        config = (config or LPTConfig()).replace(mode=mode)
+        config = config or LPTConfig(mode=mode)
+        if config.mode != mode:
+            config = config.replace(mode=mode)
         return rasterize_to_pixels(*args, backgrounds=self.backgrounds, config=config)
 
     def blend_with_stats(self, mode: str = "auto", config: Optional[LPTConfig] = None):

@@ -172,6 +172,18 @@ def _plan_on_host(sorted_workloads: Tensor, total: float, concurrent_ctas: int, 
     flags[:h] = k
 
 
+_lpt_only_schedules: Dict[torch.device, Tensor] = {}
+
+
+def _lpt_only_schedule(device: torch.device) -> Tensor:
+    """Schedule words of a frame with nothing chunked (h = 0, k = 1), kept once per device."""
+    if device not in _lpt_only_schedules:
+        words = torch.zeros(SCHEDULE_WORDS, dtype=torch.int32)
+        words[CHUNK_COUNT] = 1
+        _lpt_only_schedules[device] = words.to(device)
+    return _lpt_only_schedules[device]
+
+
 def plan_frame(
     isect_offsets: Tensor,  # [..., tile_height, tile_width] int32
     n_isects: int,
@@ -204,7 +216,7 @@ def plan_frame(
         max_tiles = min(config.max_chunked_tiles, config.max_chunks // min(config.chunk_counts))
     else:
         capacity, max_tiles = 0, 0
-    schedule = torch.zeros(SCHEDULE_WORDS, dtype=torch.int32, device=device)
+    schedule = _lpt_only_schedule(device).clone()  # a device-side copy: no host round trip
     costs = torch.zeros(2, dtype=torch.float64, device=device)
     flags = torch.empty(max(max_tiles, 1), dtype=torch.int32, device=device)
     # N_total is n_isects unless tiles are masked out (then one reduction read back: masked frames sync)
@@ -216,8 +228,6 @@ def plan_frame(
                                           flags)
     elif policy:
         _plan_on_host(sorted_workloads, total, concurrent_ctas, config, forced, schedule, costs, flags)
-    else:
-        schedule[CHUNK_COUNT] = 1
     return FramePlan(
         mode=config.mode,
         lpt_order=order,

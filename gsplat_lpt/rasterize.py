@@ -244,10 +244,12 @@ def rasterize_to_pixels(
         t is not None and t.requires_grad for t in (means2d, conics, colors, opacities, backgrounds)
     )
     job = _FrameJob(config, chunking_allowed=not needs_grad or config.allow_chunking_under_autograd)
-    render_colors, render_alphas = _LPTRasterizeToPixels.apply(
-        means2d.contiguous(), conics.contiguous(), colors.contiguous(), opacities.contiguous(), backgrounds, masks,
-        image_width, image_height, tile_size, isect_offsets.contiguous(), flatten_ids.contiguous(), absgrad, job,
-    )
+    inputs = (means2d.contiguous(), conics.contiguous(), colors.contiguous(), opacities.contiguous(), backgrounds, masks,
+              image_width, image_height, tile_size, isect_offsets.contiguous(), flatten_ids.contiguous())
+    if needs_grad:
+        render_colors, render_alphas = _LPTRasterizeToPixels.apply(*inputs, absgrad, job)
+    else:  # inference: no autograd bookkeeping on the per-frame path
+        render_colors, render_alphas, _ = job.render(*inputs)
     if padding > 0:
         render_colors = render_colors[..., :-padding]
     assert job.plan is not None

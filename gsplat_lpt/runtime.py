@@ -182,6 +182,9 @@ def _cupy_stream(stream: torch.cuda.Stream):
 def on_device(device_index: int):
     """CuPy and torch both pointed at the tensors' GPU for the launches of one frame."""
     cupy = import_cupy()
+    if device_index == torch.cuda.current_device() and device_index == cupy.cuda.runtime.getDevice():
+        yield  # the usual case: nothing to switch
+        return
     with torch.cuda.device(device_index), cupy.cuda.Device(device_index):
         yield
 
