@@ -444,17 +444,25 @@ ANALYZE_COLUMNS = (
 )
 
 
+def _compact(value: float) -> str:
+    """12345678 -> 12.3M: keeps the table inside 80 columns."""
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= limit:
+            return f"{value / limit:.3g}{suffix}"
+    return f"{value:.0f}"
+
+
 def stats_table(stats: Sequence[FrameStats], title: str = "tile workloads"):
-    """A rich Table of per-frame statistics."""
+    """A rich Table of per-frame statistics (simulated speedups are makespan ratios, not timings)."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=title)
-    for header in ("frame", "images", "N_total", "max tile", "max/min", "imbalance", "h", "k",
-                   "sim. LPT speedup", "sim. chunked speedup"):
-        table.add_column(header, justify="right")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    for header in ("frame", "img", "N_total", "max", "max/min", "imbalance", "h", "k", "sim LPT", "sim chunk"):
+        table.add_column(header, justify="right", no_wrap=True)
     for s in stats:
-        table.add_row(str(s.frame), str(s.images), f"{s.total_workload:,}", f"{s.max_workload:,}",
-                      f"{s.max_min_ratio:,.0f}", f"{s.imbalance:.2f}", str(s.chunked_tiles), str(s.chunk_count),
+        table.add_row(str(s.frame), str(s.images), _compact(s.total_workload), _compact(s.max_workload),
+                      _compact(s.max_min_ratio), f"{s.imbalance:.2f}", str(s.chunked_tiles), str(s.chunk_count),
                       f"{s.speedup_lpt:.2f}x", f"{s.speedup_chunked:.2f}x")
     return table
 

@@ -287,11 +287,12 @@ def summarize(results: Sequence[FrameResult]) -> List[Dict[str, Any]]:
 
 def results_table(results: Sequence[FrameResult], title: str = "alpha blending per frame (median ms)"):
     """A rich Table: one row per frame, the times of each mode, speedups, (h, k), PSNR, end-to-end."""
+    from rich import box
     from rich.table import Table
 
     has_fixed = any(r.fixed_labels for r in results)
     has_e2e = any(r.end_to_end_ms for r in results)
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for header in ("scene", "fr", "imbal.", "h,k", "vanilla", "lpt", "chunk", "auto", "auto x"):
         table.add_column(header, justify="left" if header == "scene" else "right")
     if has_fixed:

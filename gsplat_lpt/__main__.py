@@ -1,0 +1,7 @@
+"""`python -m gsplat_lpt ...` is the `gsplat-lpt` command line."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

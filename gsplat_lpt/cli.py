@@ -1,0 +1,333 @@
+"""The `gsplat-lpt` command line (also `python -m gsplat_lpt`): bench, analyze, render.
+
+    gsplat-lpt bench                                  # built-in driving scene, all modes, GPU
+    gsplat-lpt bench --scene ladder --fixed-grid --out results/
+    gsplat-lpt analyze --scene street extreme         # CPU: tile statistics and simulated schedules
+    gsplat-lpt analyze --scene path/to/ckpt_29999_rank0.pt --colmap path/to/dataset
+    gsplat-lpt render --scene bonsai.splat --path orbit --frames 60 --video orbit.mp4
+
+Scenes are built-in names (`gsplat_lpt.scenes.scene_names()`, or `ladder` for all of them) or files
+(`gsplat_lpt.loaders`). Exit status: 0 done, 1 bad input (one line says what and what is accepted;
+nothing is written), 2 a GPU is needed and this machine has none.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Literal, Optional, Sequence, Tuple
+
+EXIT_BAD_INPUT = 1
+EXIT_NEEDS_GPU = 2
+LADDER_ALIASES = ("ladder", "all")
+
+
+@dataclass
+class SceneOptions:
+    scene: Tuple[str, ...] = ("street",)
+    """Built-in scene names (balanced mild moderate street severe extreme rig; `ladder` = all of them)
+    or files: gsplat checkpoint (.pt or its result folder), INRIA .ply, antimatter15 .splat, gsplat test .npz."""
+    width: Optional[int] = None
+    """Image width (default: 1920 for built-in and cameraless scenes, the COLMAP/.npz camera size otherwise)."""
+    height: Optional[int] = None
+    """Image height (see width)."""
+    frames: Optional[int] = None
+    """Frames per scene (default: 3 per built-in scene, 2 for the rig, 8 views for loaded scenes)."""
+    seed: int = 0
+    """Seed of the built-in scenes."""
+    scale: float = 1.0
+    """Multiplier of the built-in scenes' Gaussian counts."""
+    colmap: Optional[Path] = None
+    """COLMAP dataset folder (sparse/0 with cameras/images .bin or .txt) giving the cameras of a loaded scene."""
+    downscale: float = 1.0
+    """Divide the COLMAP image size by this (simple_trainer's data_factor)."""
+    normalize_world: Optional[bool] = None
+    """Normalise COLMAP poses as gsplat's trainer does (default: yes for checkpoints, no for .ply/.splat)."""
+    tile_size: int = 16
+    """Tile size in pixels (gsplat's default 16)."""
+
+
+@dataclass
+class PolicyOptions:
+    chunk_count: int = 8
+    """k of the `chunk` mode."""
+    overhead_lambda: Optional[float] = None
+    """lambda of Eq. (6) (default: the calibrated value in gsplat_lpt.config)."""
+    imbalance_beta: Optional[float] = None
+    """beta of Eq. (6) (default: the calibrated value in gsplat_lpt.config)."""
+    min_gain: float = 0.10
+    """epsilon: chunk only if the model predicts at least this relative gain."""
+
+    def lpt_config(self, mode: str = "auto"):
+        from .config import LPTConfig
+
+        changes = {"mode": mode, "chunk_count": self.chunk_count, "min_gain": self.min_gain}
+        if self.overhead_lambda is not None:
+            changes["overhead_lambda"] = self.overhead_lambda
+        if self.imbalance_beta is not None:
+            changes["imbalance_beta"] = self.imbalance_beta
+        return LPTConfig(**changes)
+
+
+@dataclass
+class Bench(SceneOptions, PolicyOptions):
+    """Time the alpha-blending stage per frame: vanilla (gsplat), lpt, chunk, auto (+ a fixed (rho, k) grid),
+    CUDA events, warm-up, median of >= 20 interleaved runs; PSNR vs vanilla; end-to-end rasterization(). GPU only."""
+
+    out: Path = Path("gsplat-lpt-bench")
+    """Output folder: bench.csv, bench.json, speedup_vs_imbalance.png, frame_times.png."""
+    modes: Tuple[Literal["vanilla", "lpt", "chunk", "auto"], ...] = ("vanilla", "lpt", "chunk", "auto")
+    """Modes to time (vanilla is always timed: it is the reference)."""
+    fixed_grid: bool = False
+    """Also time fixed (rho, k) for rho in {0.001, 0.01, 0.05} x k in {4, 8, 16} (the `best fixed` column)."""
+    repeats: int = 21
+    """Timed runs per mode (median reported; at least 20)."""
+    warmup: int = 3
+    """Untimed runs per mode first."""
+    end_to_end: bool = True
+    """Also time the whole gsplat.rasterization() call with backend cuda vs lpt."""
+
+
+@dataclass
+class Analyze(SceneOptions, PolicyOptions):
+    """Tile workload statistics per frame on the CPU (exact per-tile counts as gsplat's isect_tiles gives them):
+    max/min, imbalance vs K, histogram, the policy's (h, k), simulated makespans of vanilla / LPT / chunked."""
+
+    out: Optional[Path] = None
+    """Output folder for analyze.csv, analyze.json and PNG plots (default: print only)."""
+    concurrent_ctas: int = 132 * 8
+    """K: concurrent CTAs of the persistent kernel (H200: 132 SMs x 8)."""
+    tile_overhead: float = 16.0
+    """Fixed cost of one work item in the simulation, in Gaussian-equivalent units."""
+
+
+@dataclass
+class Render(SceneOptions, PolicyOptions):
+    """Render a scene's camera path to PNGs (and a video) with gsplat.rasterization(backend=...). GPU only."""
+
+    out: Path = Path("gsplat-lpt-render")
+    """Output folder for frame_XXXX.png and render.json."""
+    backend: Literal["lpt", "cuda"] = "lpt"
+    """lpt: our backend; cuda: gsplat's own."""
+    mode: Literal["auto", "lpt", "chunk", "vanilla"] = "auto"
+    """Schedule of the lpt backend."""
+    path: Literal["scene", "orbit", "flythrough"] = "scene"
+    """Camera path: the scene's own cameras (COLMAP / built-in / .npz), an orbit, or a fly-through."""
+    video: Optional[Path] = None
+    """Also write a video (.mp4 needs imageio-ffmpeg; .gif always works)."""
+    fps: int = 10
+    """Video frame rate."""
+    background: Optional[Tuple[float, float, float]] = None
+    """Background colour (default black)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Scene resolution (validates before anything heavy or written)
+# ----------------------------------------------------------------------------------------------
+
+
+class BadInput(ValueError):
+    """A one-line user error."""
+
+
+def expand_scene_names(names: Sequence[str]) -> List[str]:
+    from .scenes import scene_names
+
+    expanded: List[str] = []
+    for name in names:
+        expanded += scene_names() if name in LADDER_ALIASES else [name]
+    return list(dict.fromkeys(expanded))
+
+
+def check_scene_names(names: Sequence[str]) -> None:
+    """Each entry is a built-in name or an existing path."""
+    from .loaders import ACCEPTED_FORMATS
+    from .scenes import scene_names
+
+    if not names:
+        raise BadInput(f"no scene given; expected {ACCEPTED_FORMATS}")
+    for name in names:
+        if name not in scene_names() and not Path(name).exists():
+            raise BadInput(f"unknown scene {name!r}: not a built-in scene ({', '.join(scene_names())}, or 'ladder') "
+                           f"and no such file or folder")
+
+
+def check_common(options: SceneOptions) -> None:
+    from .scenes import check_resolution
+
+    if (options.width is None) != (options.height is None):
+        raise BadInput("give both --width and --height, or neither")
+    if options.width is not None:
+        try:
+            check_resolution(options.width, options.height)
+        except ValueError as error:
+            raise BadInput(str(error)) from None
+    if options.frames is not None and options.frames < 1:
+        raise BadInput(f"--frames must be >= 1, got {options.frames}")
+    if not options.scale > 0:
+        raise BadInput(f"--scale must be > 0, got {options.scale}")
+    if options.downscale <= 0:
+        raise BadInput(f"--downscale must be > 0, got {options.downscale}")
+    if options.tile_size < 1 or options.tile_size > 32:
+        raise BadInput(f"--tile-size must be in [1, 32], got {options.tile_size}")
+    if options.colmap is not None and not Path(options.colmap).is_dir():
+        raise BadInput(f"--colmap {options.colmap}: no such folder")
+
+
+def load(name: str, options: SceneOptions):
+    """A built-in scene or a file, with the requested size and frame count (errors become BadInput)."""
+    from .loaders import load_scene
+    from .scenes import DEFAULT_HEIGHT, DEFAULT_WIDTH, make_scene, scene_names
+
+    try:
+        if name in scene_names():
+            return make_scene(name, seed=options.seed, width=options.width or DEFAULT_WIDTH,
+                              height=options.height or DEFAULT_HEIGHT, scale=options.scale, frames=options.frames)
+        return load_scene(name, colmap=options.colmap, width=options.width, height=options.height,
+                          frames=options.frames or 8, downscale=options.downscale,
+                          normalize_world=options.normalize_world)
+    except ValueError as error:  # SceneLoadError, resolution, generator arguments
+        raise BadInput(str(error)) from None
+
+
+def policy_config(options: PolicyOptions, mode: str = "auto"):
+    try:
+        return options.lpt_config(mode)
+    except ValueError as error:
+        raise BadInput(str(error)) from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Commands
+# ----------------------------------------------------------------------------------------------
+
+
+def run_bench(args: Bench, console) -> int:
+    from . import bench, plots
+
+    names = expand_scene_names(args.scene)
+    check_scene_names(names)
+    check_common(args)
+    if args.repeats < 20:
+        raise BadInput(f"--repeats must be >= 20 (median of at least 20 runs), got {args.repeats}")
+    if args.warmup < 0:
+        raise BadInput(f"--warmup must be >= 0, got {args.warmup}")
+    if args.tile_size != 16:
+        raise BadInput("bench uses gsplat's default tile size 16")
+    config = policy_config(args, "auto")
+    bench.require_cuda()
+    scenes = [load(name, args) for name in names]  # all loaded (and validated) before anything is written
+    results = []
+    for scene in scenes:
+        console.print(f"[bold]{scene.summary()}[/bold]")
+        results += bench.bench_scene(scene, modes=args.modes, repeats=args.repeats, warmup=args.warmup, config=config,
+                                     fixed_grid=bench.DEFAULT_FIXED_GRID if args.fixed_grid else None,
+                                     end_to_end=args.end_to_end)
+    console.print(bench.results_table(results))
+    meta = {"command": " ".join(sys.argv), "scenes": [s.summary() for s in scenes], "config": repr(config),
+            "repeats": args.repeats, "warmup": args.warmup, **bench.environment_facts()}
+    paths = bench.write_results(results, args.out, meta)
+    paths["speedup_plot"] = plots.plot_speedup_vs_imbalance(results, Path(args.out) / "speedup_vs_imbalance.png",
+                                                            note=meta.get("gpu"))
+    paths["times_plot"] = plots.plot_frame_times(results, Path(args.out) / "frame_times.png", note=meta.get("gpu"))
+    for summary in bench.summarize(results):
+        console.print(f"  {summary['band']:>15}: {summary['frames']} frame(s), auto "
+                      f"{summary.get('auto_mean_speedup', float('nan')):.2f}x mean, "
+                      f"{summary.get('auto_min_speedup', float('nan')):.2f}x worst")
+    console.print("wrote " + ", ".join(paths.values()))
+    return 0
+
+
+def run_analyze(args: Analyze, console) -> int:
+    from . import analyze, plots
+
+    names = expand_scene_names(args.scene)
+    check_scene_names(names)
+    check_common(args)
+    if args.concurrent_ctas < 1:
+        raise BadInput(f"--concurrent-ctas must be >= 1, got {args.concurrent_ctas}")
+    config = policy_config(args, "auto")
+    scenes = [load(name, args) for name in names]
+    all_stats = []
+    for scene in scenes:
+        stats, _ = analyze.analyze_scene(scene, args.concurrent_ctas, config, tile_size=args.tile_size, progress=True)
+        console.print(analyze.stats_table(stats, title=f"{scene.summary()}, K = {args.concurrent_ctas}"))
+        all_stats.append((scene, stats))
+    if args.out is not None:
+        out = Path(args.out)
+        flat = []
+        for scene, stats in all_stats:
+            for s in stats:
+                flat.append(s)
+        meta = {"command": " ".join(sys.argv), "scenes": [scene.summary() for scene, _ in all_stats],
+                "concurrent_ctas": args.concurrent_ctas, "config": repr(config),
+                "frames_per_scene": [len(stats) for _, stats in all_stats]}
+        paths = analyze.write_stats(flat, out, meta)
+        for scene, stats in all_stats:
+            paths[f"{scene.name}_histogram"] = plots.plot_workload_histogram(
+                stats, out / f"{scene.name}_histogram.png", title=f"Tile workloads: {scene.summary()}")
+        paths["simulated"] = plots.plot_simulated_speedups(flat, out / "simulated_speedups.png",
+                                                           note=f"K = {args.concurrent_ctas}")
+        console.print("wrote " + ", ".join(paths.values()))
+    return 0
+
+
+def run_render(args: Render, console) -> int:
+    import torch
+
+    from .render import camera_path, check_video_path, render_scene
+
+    names = expand_scene_names(args.scene)
+    if len(names) != 1:
+        raise BadInput(f"render takes one scene, got {len(names)}")
+    check_scene_names(names)
+    check_common(args)
+    try:
+        check_video_path(args.video)
+    except ValueError as error:
+        raise BadInput(str(error)) from None
+    if args.background is not None and not all(0.0 <= c <= 1.0 for c in args.background):
+        raise BadInput(f"--background values must be in [0, 1], got {args.background}")
+    config = policy_config(args, args.mode)
+    if not torch.cuda.is_available():
+        from .bench import NeedsGPU
+
+        raise NeedsGPU("gsplat-lpt render needs a CUDA GPU (none found); `gsplat-lpt analyze` runs on the CPU")
+    scene = camera_path(load(names[0], args), args.path, args.frames or 8)
+    result = render_scene(scene, args.out, backend=args.backend, config=config, video=args.video,
+                          background=args.background, fps=args.fps)
+    console.print(f"wrote {len(result['images'])} file(s) to {args.out}" + (f" and {args.video}" if args.video else ""))
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    import tyro
+    from rich.console import Console
+
+    args = tyro.extras.subcommand_cli_from_dict(
+        {"bench": Bench, "analyze": Analyze, "render": Render},
+        args=list(sys.argv[1:] if argv is None else argv),
+        description="gsplat-lpt: LPT tile scheduling and depth chunking for gsplat's alpha blending.",
+    )
+    # Logs (stdout redirected to a file) get wide tables instead of rich's 80-column default.
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    error_console = Console(stderr=True)
+    from .bench import NeedsGPU
+
+    try:
+        if isinstance(args, Bench):
+            return run_bench(args, console)
+        if isinstance(args, Analyze):
+            return run_analyze(args, console)
+        return run_render(args, console)
+    except NeedsGPU as error:
+        error_console.print(str(error), highlight=False, markup=False, soft_wrap=True)
+        return EXIT_NEEDS_GPU
+    except BadInput as error:
+        error_console.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

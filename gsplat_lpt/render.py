@@ -1,0 +1,151 @@
+"""Render a scene's camera path to PNG images (and optionally a video) with gsplat's or our backend.
+
+One `gsplat.rasterization` call per frame (all cameras of a rig frame in one batch), exactly as a
+user's script would call it, with `backend="lpt"` and an `LPTConfig` or `backend="cuda"`. The
+schedule of every frame (`meta["lpt"]`) is written to render.json next to the images.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from .config import LPTConfig
+
+VIDEO_SUFFIXES = (".mp4", ".gif")
+
+
+def check_video_path(video: Optional[Path]) -> None:
+    """Refuse an unusable video path before anything is rendered or written."""
+    if video is None:
+        return
+    suffix = Path(video).suffix.lower()
+    if suffix not in VIDEO_SUFFIXES:
+        raise ValueError(f"video {video}: unsupported suffix {suffix or '(none)'!r}; use .mp4 or .gif")
+    if suffix == ".mp4" and importlib.util.find_spec("imageio_ffmpeg") is None:
+        raise ValueError(f"video {video}: writing .mp4 needs the imageio-ffmpeg package (pip install imageio-ffmpeg); "
+                         "or ask for a .gif")
+
+
+def camera_path(scene, path: str, frames: int):
+    """The scene with the requested camera path: its own cameras ("scene"), an orbit or a fly-through."""
+    from .loaders import auto_orbit
+    from .scenes import flythrough_path
+
+    if path == "scene":
+        if scene.viewmats.shape[0] == 0:
+            path = "orbit"
+        else:
+            return scene
+    if path == "orbit":
+        viewmats, Ks = auto_orbit(scene.means, frames, scene.width, scene.height)
+        return scene.with_cameras(viewmats, Ks, scene.width, scene.height)
+    if path == "flythrough":
+        # From the first camera of the scene (or the orbit's) along its viewing direction.
+        if scene.viewmats.shape[0] == 0:
+            viewmats, _ = auto_orbit(scene.means, 1, scene.width, scene.height)
+        else:
+            viewmats = scene.viewmats[:1]
+        camtoworld = torch.linalg.inv(viewmats[0].double())
+        start = camtoworld[:3, 3]
+        forward = camtoworld[:3, 2]
+        up = -camtoworld[:3, 1]
+        extent = float(torch.quantile((scene.means.double()[:: max(1, scene.num_gaussians // 100_000)] - start).norm(dim=-1), 0.5))
+        end = start + 0.5 * extent * forward
+        viewmats, Ks = flythrough_path(start.tolist(), end.tolist(), frames, scene.width, scene.height,
+                                       look_ahead=max(extent, 1e-3), pitch_deg=0.0, up=up.tolist())
+        return scene.with_cameras(viewmats, Ks, scene.width, scene.height)
+    raise ValueError(f"unknown camera path {path!r}; choose scene, orbit or flythrough")
+
+
+def _mosaic(images: np.ndarray, columns: int = 3) -> np.ndarray:
+    """[C, H, W, 3] -> one image, C cameras in a grid (for rig videos)."""
+    count, height, width, _ = images.shape
+    if count == 1:
+        return images[0]
+    columns = min(columns, count)
+    rows = -(-count // columns)
+    canvas = np.zeros((rows * height, columns * width, 3), dtype=images.dtype)
+    for index, image in enumerate(images):
+        row, column = divmod(index, columns)
+        canvas[row * height:(row + 1) * height, column * width:(column + 1) * width] = image
+    return canvas
+
+
+@torch.no_grad()
+def render_scene(
+    scene,  # scenes.Scene with cameras
+    out_dir: Path,
+    backend: str = "lpt",
+    config: Optional[LPTConfig] = None,
+    video: Optional[Path] = None,
+    background: Optional[Sequence[float]] = None,
+    fps: int = 10,
+    progress: bool = True,
+) -> Dict[str, Any]:
+    """Render every frame to out_dir/frame_XXXX[_camY].png; returns the paths and per-frame schedules."""
+    import imageio.v2 as imageio
+    import gsplat
+
+    import gsplat_lpt  # noqa: F401  (installs backend= on gsplat.rasterization)
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("gsplat-lpt render needs a CUDA GPU (gsplat rasterizes on CUDA only)")
+    check_video_path(video)
+    config = config or LPTConfig()
+    device_scene = scene.to("cuda")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frames: List[int] = list(range(scene.num_frames))
+    iterator = frames
+    if progress and len(frames) > 1:
+        from rich.progress import track
+
+        iterator = track(frames, description=f"render {scene.name}", transient=True)
+    written: List[str] = []
+    schedules: List[Dict[str, Any]] = []
+    movie: List[np.ndarray] = []
+    for frame in iterator:
+        viewmats, Ks = device_scene.frame_cameras(frame)
+        backgrounds = None
+        if background is not None:
+            backgrounds = torch.tensor(background, dtype=torch.float32, device="cuda")[None].repeat(viewmats.shape[0], 1)
+        extra = {"lpt_config": config} if backend == "lpt" else {}
+        colors, _, meta = gsplat.rasterization(
+            device_scene.means, device_scene.quats, device_scene.scales, device_scene.opacities, device_scene.colors,
+            viewmats, Ks, scene.width, scene.height, sh_degree=scene.sh_degree, packed=False,
+            backgrounds=backgrounds, backend=backend, **extra)
+        images = (colors[..., :3].clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()  # [C, H, W, 3]
+        for camera, image in enumerate(images):
+            name = f"frame_{frame:04d}.png" if len(images) == 1 else f"frame_{frame:04d}_cam{camera}.png"
+            imageio.imwrite(out_dir / name, image)
+            written.append(str(out_dir / name))
+        if video is not None:
+            movie.append(_mosaic(images))
+        schedules.append({"frame": frame, **{key: _plain(value) for key, value in (meta.get("lpt") or {}).items()}})
+    if video is not None:
+        if Path(video).suffix.lower() == ".gif":
+            imageio.mimsave(video, movie, duration=1000 / fps, loop=0)
+        else:
+            imageio.mimsave(video, movie, fps=fps)
+        written.append(str(video))
+    with open(out_dir / "render.json", "w") as handle:
+        json.dump({"scene": scene.summary(), "backend": backend, "mode": config.mode, "frames": schedules}, handle,
+                  indent=2)
+    return {"images": written, "schedules": schedules}
+
+
+def _plain(value):
+    """JSON-friendly copy of a meta value."""
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value

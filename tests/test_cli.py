@@ -1,0 +1,127 @@
+"""The gsplat-lpt command line: parsing, exit codes, one-line errors, nothing written on bad input."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gsplat_lpt.cli import EXIT_BAD_INPUT, EXIT_NEEDS_GPU, Analyze, Bench, expand_scene_names, main
+from gsplat_lpt.loaders import SPLAT_RECORD
+from gsplat_lpt.scenes import scene_names
+
+SMALL = ["--width", "320", "--height", "180", "--scale", "0.02", "--frames", "1"]
+
+
+def test_analyze_writes_tables_and_plots(tmp_path, capsys):
+    out = tmp_path / "analysis"
+    assert main(["analyze", "--scene", "balanced", "extreme", *SMALL, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "balanced" in printed and "extreme" in printed and "imbalance" in printed
+    names = {p.name for p in out.iterdir()}
+    assert {"analyze.csv", "analyze.json", "balanced_histogram.png", "extreme_histogram.png",
+            "simulated_speedups.png"} <= names
+    data = json.load(open(out / "analyze.json"))
+    assert len(data["frames"]) == 2 and data["meta"]["concurrent_ctas"] == 1056
+    assert data["frames"][1]["imbalance"] > data["frames"][0]["imbalance"]
+
+
+def test_analyze_options_reach_the_policy(tmp_path):
+    out = tmp_path / "k"
+    assert main(["analyze", "--scene", "severe", *SMALL, "--concurrent-ctas", "64", "--overhead-lambda", "10",
+                 "--out", str(out)]) == 0
+    data = json.load(open(out / "analyze.json"))
+    assert data["frames"][0]["concurrent_ctas"] == 64 and "overhead_lambda=10.0" in data["meta"]["config"]
+
+
+def test_analyze_a_file(tmp_path, capsys):
+    records = np.zeros(500, dtype=SPLAT_RECORD)
+    rng = np.random.default_rng(0)
+    records["position"] = rng.normal(size=(500, 3))
+    records["scale"] = 0.05
+    records["rgba"] = 200
+    records["rotation"] = [255, 128, 128, 128]
+    records.tofile(tmp_path / "tiny.splat")
+    assert main(["analyze", "--scene", str(tmp_path / "tiny.splat"), "--frames", "2", "--width", "256",
+                 "--height", "192"]) == 0
+    assert "tiny" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "arguments,message",
+    [
+        (["analyze", "--scene", "nope"], "unknown scene 'nope'"),
+        (["analyze", "--scene", "missing.ckpt"], "unknown scene 'missing.ckpt'"),
+        (["analyze", "--width", "0", "--height", "100"], "impossible resolution 0x100"),
+        (["analyze", "--width", "100000", "--height", "100"], "impossible resolution"),
+        (["analyze", "--width", "640"], "give both --width and --height"),
+        (["analyze", "--frames", "0"], "--frames must be >= 1"),
+        (["analyze", "--chunk-count", "100"], "chunk_count"),
+        (["bench", "--repeats", "5"], "--repeats must be >= 20"),
+        (["render", "--video", "out.avi"], "use .mp4 or .gif"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch, arguments, message):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "never"
+    assert main([*arguments, "--out", str(out)]) == EXIT_BAD_INPUT
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: ") and message in captured.err
+    assert captured.err.strip().count("\n") == 0
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_wrong_file_format_is_refused(tmp_path, capsys):
+    (tmp_path / "scene.obj").write_text("v 0 0 0\n")
+    assert main(["analyze", "--scene", str(tmp_path / "scene.obj"), "--out", str(tmp_path / "o")]) == EXIT_BAD_INPUT
+    error = capsys.readouterr().err
+    assert "unknown format '.obj'" in error and ".splat" in error and not (tmp_path / "o").exists()
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "other.pt")
+    assert main(["analyze", "--scene", str(tmp_path / "other.pt")]) == EXIT_BAD_INPUT
+    assert "not a gsplat simple_trainer checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
+def test_bench_and_render_without_gpu(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench"]) == EXIT_NEEDS_GPU
+    error = capsys.readouterr().err
+    assert "needs a CUDA GPU" in error and "gsplat-lpt analyze" in error and error.strip().count("\n") == 0
+    assert main(["render", "--scene", "street"]) == EXIT_NEEDS_GPU
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_parsing_defaults_and_aliases():
+    import tyro
+
+    bench = tyro.cli(Bench, args=[])
+    assert bench.scene == ("street",) and bench.repeats >= 20 and bench.modes == ("vanilla", "lpt", "chunk", "auto")
+    assert not bench.fixed_grid and bench.end_to_end
+    analyze = tyro.cli(Analyze, args=["--scene", "ladder", "--concurrent-ctas", "528"])
+    assert analyze.concurrent_ctas == 528
+    assert expand_scene_names(analyze.scene) == scene_names()
+    assert expand_scene_names(["street", "all", "street"]) == ["street"] + [n for n in scene_names() if n != "street"]
+    config = tyro.cli(Bench, args=["--chunk-count", "4", "--imbalance-beta", "0.5"]).lpt_config("chunk")
+    assert config.mode == "chunk" and config.chunk_count == 4 and config.imbalance_beta == 0.5
+
+
+def test_parse_errors_exit_2():
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--repeats", "many"])
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit) as exit_info:
+        main(["frobnicate"])
+    assert exit_info.value.code == 2
+
+
+def test_module_entry_point_help():
+    root = Path(__file__).resolve().parent.parent
+    environment = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    result = subprocess.run([sys.executable, "-m", "gsplat_lpt", "--help"], capture_output=True, text=True,
+                            env=environment, cwd=root, timeout=120)
+    assert result.returncode == 0
+    assert "bench" in result.stdout and "analyze" in result.stdout and "render" in result.stdout
