@@ -119,3 +119,49 @@ def test_bench_on_gpu_small_scene(tmp_path):
     assert min(result.psnr_db.values()) >= 76.0
     assert result.end_to_end_ms["cuda"] > 0 and result.end_to_end_ms["lpt"] > 0
     write_results(results, tmp_path)
+
+
+def test_bench_scene_plumbing_with_fake_gpu_calls(monkeypatch):
+    """bench_scene's bookkeeping on the CPU: projection, blending and timing are replaced by FAKES that
+    return made-up numbers (TEST-DATA); what is checked is which calls are made and what is recorded."""
+    import gsplat_lpt.bench as bench_module
+    import gsplat_lpt.frame as frame_module
+    import gsplat_lpt.timing as timing_module
+    from gsplat_lpt.scenes import Scene
+
+    calls = []
+
+    class FakeInputs:
+        flatten_ids = torch.zeros(1234)
+
+        def blend(self, mode, config=None):
+            calls.append(("blend", mode, None if config is None else (config.heavy_ratio, config.chunk_count)))
+            return torch.zeros(1, 4, 4, 3), torch.zeros(1, 4, 4, 1)
+
+        def blend_with_stats(self, mode, config=None):
+            offset = 0.0 if mode == "lpt" else 1e-5  # fake: lpt exact, chunked modes slightly off
+            report = {"mode": mode, "concurrent_ctas": 1056, "imbalance": 42.0, "total_workload": 1234,
+                      "max_workload": 99, "chunked_tiles": 7 if mode == "auto" else 3, "chunk_count": 16,
+                      "chunking_disabled_reason": None}
+            return torch.full((1, 4, 4, 3), offset), torch.zeros(1, 4, 4, 1), report
+
+    fake_ms = {"vanilla": 10.0, "lpt": 9.0, "chunk": 5.0, "auto": 2.0, fixed_label(0.01, 8): 2.2}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(Scene, "to", lambda self, device: self)
+    monkeypatch.setattr(frame_module, "project_frame", lambda *args, **kwargs: FakeInputs())
+    monkeypatch.setattr(timing_module, "time_interleaved",
+                        lambda variants, repeats, warmup: {name: [fake_ms[name]] * repeats for name in variants})
+    monkeypatch.setattr(bench_module, "_time_rasterization", lambda *args: {"cuda": 12.0, "lpt": 5.0})
+    scene = make_scene("street", width=64, height=64, scale=0.001, frames=2)
+    results = bench_scene(scene, fixed_grid=[(0.01, 8)], repeats=20, progress=False)
+    assert len(results) == 2
+    first = results[0]
+    assert first.blend_ms == fake_ms and first.repeats == 20
+    assert (first.chunked_tiles, first.chunk_count) == (7, 16)  # auto's choice, not the last mode's
+    assert first.imbalance == 42.0 and first.concurrent_ctas == 1056 and first.total_workload == 1234
+    assert math.isinf(first.psnr_db["lpt"]) and first.psnr_db["auto"] == pytest.approx(100.0)
+    assert first.end_to_end_ms == {"cuda": 12.0, "lpt": 5.0} and first.best_fixed == fixed_label(0.01, 8)
+    assert ("blend", "vanilla", None) in calls  # the PSNR reference
+    with pytest.raises(ValueError, match="repeats"):
+        bench_scene(scene, repeats=5)
