@@ -125,3 +125,45 @@ def test_module_entry_point_help():
                             env=environment, cwd=root, timeout=120)
     assert result.returncode == 0
     assert "bench" in result.stdout and "analyze" in result.stdout and "render" in result.stdout
+
+
+def test_render_camera_paths_on_the_cpu():
+    from gsplat_lpt.render import _mosaic, camera_path
+    from gsplat_lpt.scenes import make_scene
+
+    scene = make_scene("balanced", width=320, height=180, scale=0.01, frames=2)
+    assert camera_path(scene, "scene", 5) is scene  # the scene's own cameras
+    orbit = camera_path(scene, "orbit", 6)
+    assert orbit.num_frames == 6 and orbit.Ks.shape == (6, 3, 3)
+    fly = camera_path(scene, "flythrough", 4)
+    centres = torch.linalg.inv(fly.viewmats)[:, :3, 3]
+    steps = centres[1:] - centres[:-1]
+    assert torch.allclose(steps, steps[:1].expand_as(steps), atol=1e-4) and steps[0].norm() > 0
+    forward = fly.viewmats[0, 2, :3]  # moves along its viewing direction
+    assert torch.nn.functional.cosine_similarity(forward, steps[0], dim=0) > 0.99
+    with pytest.raises(ValueError, match="camera path"):
+        camera_path(scene, "spiral", 3)
+    mosaic = _mosaic(np.ones((6, 2, 3, 3), dtype=np.uint8))
+    assert mosaic.shape == (4, 9, 3)
+
+
+@pytest.mark.gpu
+def test_bench_command_on_gpu(tmp_path):
+    out = tmp_path / "bench"
+    assert main(["bench", "--scene", "moderate", "--width", "640", "--height", "360", "--scale", "0.2",
+                 "--frames", "1", "--fixed-grid", "--out", str(out)]) == 0
+    names = {p.name for p in out.iterdir()}
+    assert {"bench.csv", "bench.json", "speedup_vs_imbalance.png", "frame_times.png"} <= names
+    frame = json.load(open(out / "bench.json"))["frames"][0]
+    assert set(frame["blend_ms"]) >= {"vanilla", "lpt", "chunk", "auto"}
+    assert sum(label.startswith("fixed:") for label in frame["blend_ms"]) == 9
+
+
+@pytest.mark.gpu
+def test_render_command_on_gpu(tmp_path):
+    out = tmp_path / "render"
+    assert main(["render", "--scene", "rig", "--width", "320", "--height", "180", "--scale", "0.05",
+                 "--frames", "1", "--video", str(tmp_path / "rig.gif"), "--out", str(out)]) == 0
+    assert len(list(out.glob("frame_0000_cam*.png"))) == 6 and (tmp_path / "rig.gif").is_file()
+    schedule = json.load(open(out / "render.json"))["frames"][0]
+    assert schedule["mode"] == "auto" and schedule["concurrent_ctas"] > 0
