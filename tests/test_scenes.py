@@ -115,3 +115,12 @@ def test_camera_paths():
     assert viewmats.shape == (6, 4, 4)
     K = intrinsics(1920, 1080, 90.0)
     assert math.isclose(float(K[0, 0]), 960.0, rel_tol=1e-5) and float(K[1, 2]) == 540.0
+
+
+@pytest.mark.parametrize("name", ["balanced", "street"])
+def test_documented_imbalance_at_1080p(name):
+    """The ladder's documented values (K = 1056, 1920x1080, seed 0) are what the CPU analysis gives."""
+    scene = make_scene(name, frames=1)
+    viewmats, Ks = scene.frame_cameras(0)
+    counts = frame_tile_counts(scene.means, scene.quats, scene.scales, scene.opacities, viewmats, Ks, 1920, 1080)
+    assert frame_stats(counts, concurrent_ctas=1056).imbalance == pytest.approx(LADDER_IMBALANCE[name][0], rel=0.02)
