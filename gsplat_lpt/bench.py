@@ -156,10 +156,21 @@ def psnr(image: torch.Tensor, reference: torch.Tensor, peak: float = 1.0) -> flo
 # ----------------------------------------------------------------------------------------------
 
 
-def require_cuda() -> None:
+def require_cuda(command: str = "bench") -> None:
     if not torch.cuda.is_available():
-        raise NeedsGPU("gsplat-lpt bench needs a CUDA GPU (none found); `gsplat-lpt analyze` simulates the "
+        raise NeedsGPU(f"gsplat-lpt {command} needs a CUDA GPU (none found); `gsplat-lpt analyze` simulates the "
                        "schedules on the CPU")
+
+
+def project_scene_frame(device_scene, frame: int):
+    """One frame of a scene (already on the GPU) as blend inputs, with its cameras."""
+    from .frame import project_frame
+
+    viewmats, Ks = device_scene.frame_cameras(frame)
+    inputs = project_frame(device_scene.means, device_scene.quats, device_scene.scales, device_scene.opacities,
+                           device_scene.colors, viewmats, Ks, device_scene.width, device_scene.height,
+                           sh_degree=device_scene.sh_degree)
+    return inputs, viewmats, Ks
 
 
 def bench_scene(
@@ -175,7 +186,6 @@ def bench_scene(
 ) -> List[FrameResult]:
     """Time every mode on every frame of `scene` (on the current CUDA device)."""
     require_cuda()
-    from .frame import project_frame
     from .timing import median_ms, time_interleaved
 
     if repeats < 20:
@@ -186,10 +196,7 @@ def bench_scene(
     frame_ids = list(range(scene.num_frames)) if frames is None else list(frames)
     results: List[FrameResult] = []
     for frame in _track(frame_ids, f"bench {scene.name}", progress):
-        viewmats, Ks = device_scene.frame_cameras(frame)
-        inputs = project_frame(device_scene.means, device_scene.quats, device_scene.scales, device_scene.opacities,
-                               device_scene.colors, viewmats, Ks, scene.width, scene.height,
-                               sh_degree=scene.sh_degree)
+        inputs, viewmats, Ks = project_scene_frame(device_scene, frame)
         variants: Dict[str, Any] = {}
         configs: Dict[str, Tuple[str, LPTConfig]] = {}
         for mode in modes:

@@ -1,10 +1,11 @@
-"""The `gsplat-lpt` command line (also `python -m gsplat_lpt`): bench, analyze, render.
+"""The `gsplat-lpt` command line (also `python -m gsplat_lpt`): bench, analyze, render, calibrate.
 
     gsplat-lpt bench                                  # built-in driving scene, all modes, GPU
     gsplat-lpt bench --scene ladder --fixed-grid --out results/
     gsplat-lpt analyze --scene street extreme         # CPU: tile statistics and simulated schedules
     gsplat-lpt analyze --scene path/to/ckpt_29999_rank0.pt --colmap path/to/dataset
     gsplat-lpt render --scene bonsai.splat --path orbit --frames 60 --video orbit.mp4
+    gsplat-lpt calibrate --scene ladder                # fit lambda, beta of Eq. (6) on this GPU
 
 Scenes are built-in names (`gsplat_lpt.scenes.scene_names()`, or `ladder` for all of them) or files
 (`gsplat_lpt.loaders`). Exit status: 0 done, 1 bad input (one line says what and what is accepted;
@@ -120,6 +121,22 @@ class Render(SceneOptions, PolicyOptions):
     """Video frame rate."""
     background: Optional[Tuple[float, float, float]] = None
     """Background colour (default black)."""
+
+
+@dataclass
+class Calibrate(SceneOptions):
+    """Calibrate lambda and beta of the cost model (Eq. 6) on this GPU: per frame, time LPT-only and forced
+    (h, k) schedules (h = 1, 2, 4, ... x k in {2, 4, 8, 16}); keep the (lambda, beta) whose policy loses least
+    to the fastest measured schedule. GPU only. Prints the LPTConfig to use; writes calibration.json."""
+
+    scene: Tuple[str, ...] = ("ladder",)
+    """Scenes to calibrate on (default: the built-in ladder, balanced to extreme)."""
+    out: Path = Path("gsplat-lpt-calibration")
+    """Output folder for calibration.json (every measurement and the whole (lambda, beta) grid)."""
+    repeats: int = 11
+    """Timed runs per schedule (median)."""
+    max_chunked_tiles: int = 512
+    """Largest h measured."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -301,12 +318,44 @@ def run_render(args: Render, console) -> int:
     return 0
 
 
+def run_calibrate(args: Calibrate, console) -> int:
+    from . import bench, calibrate
+
+    names = expand_scene_names(args.scene)
+    check_scene_names(names)
+    check_common(args)
+    if args.repeats < 5:
+        raise BadInput(f"--repeats must be >= 5, got {args.repeats}")
+    bench.require_cuda("calibrate")
+    scenes = [load(name, args) for name in names]
+    measurements = []
+    for scene in scenes:
+        device_scene = scene.to("cuda")
+        for frame in bench._track(list(range(scene.num_frames)), f"calibrate {scene.name}", True):
+            inputs, _, _ = bench.project_scene_frame(device_scene, frame)
+            measurements.append(calibrate.measure_frame(f"{scene.name}/{frame}", inputs, args.repeats,
+                                                        args.max_chunked_tiles))
+    result = calibrate.fit(measurements)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    calibrate.save(measurements, result, Path(args.out) / "calibration.json")
+    for m in measurements:
+        choice = calibrate.policy_choice(m, result["overhead_lambda"], result["imbalance_beta"])
+        chosen = m.lpt_ms if choice is None else m.schedule_ms[choice]
+        best = min(m.schedule_ms, key=m.schedule_ms.get)
+        console.print(f"  {m.name:>14}: lpt {m.lpt_ms:.3f} ms, best {best} {m.schedule_ms[best]:.3f} ms, "
+                      f"policy {choice or '(0, 1)'} {chosen:.3f} ms")
+    console.print(f"LPTConfig(overhead_lambda={result['overhead_lambda']}, imbalance_beta={result['imbalance_beta']})"
+                  f"  # policy within {100 * (result['mean_slowdown_vs_best'] - 1):.1f}% of the best measured schedule"
+                  f" (geometric mean over {len(measurements)} frames); wrote {Path(args.out) / 'calibration.json'}")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     import tyro
     from rich.console import Console
 
     args = tyro.extras.subcommand_cli_from_dict(
-        {"bench": Bench, "analyze": Analyze, "render": Render},
+        {"bench": Bench, "analyze": Analyze, "render": Render, "calibrate": Calibrate},
         args=list(sys.argv[1:] if argv is None else argv),
         description="gsplat-lpt: LPT tile scheduling and depth chunking for gsplat's alpha blending.",
     )
@@ -320,6 +369,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return run_bench(args, console)
         if isinstance(args, Analyze):
             return run_analyze(args, console)
+        if isinstance(args, Calibrate):
+            return run_calibrate(args, console)
         return run_render(args, console)
     except NeedsGPU as error:
         error_console.print(str(error), highlight=False, markup=False, soft_wrap=True)

@@ -15,7 +15,7 @@ import functools
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from .config import MODES, LPTConfig
 
@@ -88,7 +88,7 @@ def wants_report() -> bool:
     return _schedule_reports.get() is not None
 
 
-def record_schedule(report: Dict[str, Any]) -> None:
+def record_schedule(report: Mapping) -> None:
     """Called by our rasterizers: adds one call's schedule facts to the enclosing `rasterization` meta."""
     reports = _schedule_reports.get()
     if reports is not None:
@@ -120,6 +120,19 @@ def _make_dispatcher(variant: str, original: Callable) -> Callable:
     return dispatch
 
 
+def _merge_reports(reports: List[Mapping], mode: str) -> Mapping:
+    """The first call's facts; with channel chunks (several calls), all of them under "channel_chunks".
+    Lazy reports stay lazy: nothing is read back from the GPU here."""
+    if not reports:
+        return {"mode": mode}
+    first = reports[0]
+    if len(reports) == 1:
+        return first
+    if hasattr(first, "with_extra"):
+        return first.with_extra(channel_chunks=reports)
+    return {**first, "channel_chunks": reports}
+
+
 def _make_rasterization_wrapper(original: Callable) -> Callable:
     @functools.wraps(original)
     def rasterization(*args, backend: Optional[str] = None, lpt_config: Optional[LPTConfig] = None, **kwargs):
@@ -134,10 +147,7 @@ def _make_rasterization_wrapper(original: Callable) -> Callable:
             _active_backend.reset(backend_token)
         meta = outputs[-1]
         if choice.name == "lpt" and isinstance(meta, dict):
-            merged = dict(reports[0]) if reports else {"mode": choice.config.mode}
-            if len(reports) > 1:
-                merged["channel_chunks"] = reports
-            meta["lpt"] = merged
+            meta["lpt"] = _merge_reports(reports, choice.config.mode)
         return outputs
 
     rasterization.__gsplat_lpt_wrapper__ = True

@@ -11,6 +11,7 @@ against.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
@@ -75,6 +76,36 @@ class FramePlan:
             "predicted_cost_lpt": costs[1] if self.mode != "lpt" else None,
             "chunking_disabled_reason": self.chunking_disabled_reason,
         }
+
+
+class ScheduleReport(Mapping):
+    """`meta["lpt"]`: the frame's schedule facts, read back from the device only when first looked at,
+    so that a hooked `rasterization` call never waits for the GPU on its own."""
+
+    def __init__(self, plan: "FramePlan", extra: Optional[Dict[str, Any]] = None):
+        self._plan = plan
+        self._extra = dict(extra or {})
+        self._facts: Optional[Dict[str, Any]] = None
+
+    def _load(self) -> Dict[str, Any]:
+        if self._facts is None:
+            self._facts = {**self._plan.report(), **self._extra}
+        return self._facts
+
+    def with_extra(self, **extra: Any) -> "ScheduleReport":
+        return ScheduleReport(self._plan, {**self._extra, **extra})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._load()[key]
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __repr__(self) -> str:
+        return f"ScheduleReport({self._load()!r})"
 
 
 def tile_workloads(isect_offsets: Tensor, n_isects: int, masks: Optional[Tensor] = None) -> Tensor:

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from . import hook
 from .config import LPTConfig
-from .plan import FramePlan, plan_frame
+from .plan import FramePlan, ScheduleReport, plan_frame
 
 # Channel counts gsplat's CUDA kernels are instantiated for; others are zero-padded to the next power of two.
 GSPLAT_CHANNELS = (1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256, 257, 512, 513)
@@ -253,11 +253,10 @@ def rasterize_to_pixels(
     if padding > 0:
         render_colors = render_colors[..., :-padding]
     assert job.plan is not None
-    if return_stats or hook.wants_report():  # reading the schedule back waits for the plan: only on request
-        report = job.plan.report()
-        hook.record_schedule(report)
-        if return_stats:
-            return render_colors, render_alphas, report
+    if hook.wants_report():
+        hook.record_schedule(ScheduleReport(job.plan))  # read back lazily, when meta["lpt"] is looked at
+    if return_stats:
+        return render_colors, render_alphas, job.plan.report()
     return render_colors, render_alphas
 
 
