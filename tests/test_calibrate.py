@@ -17,7 +17,7 @@ def frame_with_one_heavy_tile():
 
 
 def flat_frame():
-    head = [60] * 1000
+    head = [60] * 4 + [10] * 996  # four slightly heavier tiles in a flat field
     times = {(h, k): 1.2 + 0.01 * h for h in (1, 2, 4) for k in (2, 4, 8, 16)}  # chunking only costs
     return FrameMeasurements("flat", head, 60 * 4000, 256, lpt_ms=1.0, schedule_ms=times)
 
