@@ -1,7 +1,7 @@
 #!/bin/bash
 # One device call for the GPU evidence: GPU tests, sanitizers, parity and the core benchmark.
 # On the H200 host, from the project root:
-#   source .gpu/setup.sh && bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-grid] [cli]
+#   source .gpu/setup.sh && bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-grid] [calibrate] [cli-bench] [omnire] [pack]
 # Logs go to $OUT (or ./out); a short summary is printed last.
 set -u
 OUT=${OUT:-out}
@@ -30,6 +30,25 @@ for stage in $stages; do
     bench-grid)
       python3 tests/device/bench_core.py --out "$OUT" --fixed-grid > "$OUT/bench_core.log" 2>&1
       tail -9 "$OUT/bench_core.log"
+      ;;
+    calibrate)
+      python3 -m gsplat_lpt calibrate --scene ladder --frames 1 --out "$OUT/calibration" > "$OUT/calibrate.log" 2>&1
+      tail -10 "$OUT/calibrate.log"
+      ;;
+    cli-bench)
+      # with the calibrated constants when a calibration ran in this call
+      extra=$(python3 tests/device/calibrated_args.py "$OUT/calibration/calibration.json")
+      python3 -m gsplat_lpt bench --scene ladder --fixed-grid --out "$OUT/bench" $extra > "$OUT/cli_bench.log" 2>&1
+      tail -45 "$OUT/cli_bench.log"
+      ;;
+    omnire)
+      python3 examples/omnire_driving.py --frames 12 --out /tmp/omnire --synthetic-dir /tmp/omnire_synth --no-video > "$OUT/omnire.log" 2>&1
+      python3 examples/omnire_driving.py --frames 4 --cameras 0 1 2 --out /tmp/omnire_rig --synthetic-dir /tmp/omnire_synth --no-video > "$OUT/omnire_rig.log" 2>&1
+      mkdir -p "$OUT/omnire"; cp /tmp/omnire/results.* /tmp/omnire_rig/results.json "$OUT/omnire/" 2>/dev/null
+      tail -25 "$OUT/omnire.log"; tail -12 "$OUT/omnire_rig.log"
+      ;;
+    pack)
+      (cd "$OUT" && tar czf results.tgz --exclude=results.tgz calibration bench omnire 2>/dev/null; ls -la)
       ;;
     *)
       echo "unknown stage $stage"
