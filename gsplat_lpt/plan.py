@@ -230,6 +230,29 @@ def plan_frame(
     device = isect_offsets.device
     on_gpu = device.type == "cuda"
     num_items = isect_offsets.numel()
+    policy = chunking_allowed and config.mode in ("auto", "chunk", "fixed") and num_items > 0
+    if policy and config.mode == "auto":
+        capacity = config.max_chunks
+        max_tiles = min(config.max_chunked_tiles, config.max_chunks // min(config.chunk_counts))
+    else:
+        capacity, max_tiles = 0, 0
+    flags = torch.empty(max(max_tiles, 1), dtype=torch.int32, device=device)
+
+    if on_gpu and (config.mode == "auto" or not policy):  # "chunk"/"fixed" count tiles on the host below
+        from . import runtime
+
+        if num_items <= runtime.FUSED_PLAN_MAX_ITEMS:
+            # the usual frame: one launch plans it all, the host waits for nothing
+            order = torch.empty(num_items, dtype=torch.int64, device=device)
+            sorted_workloads = torch.empty(num_items, dtype=torch.int32, device=device)
+            schedule = torch.empty(SCHEDULE_WORDS, dtype=torch.int32, device=device)
+            costs = torch.empty(2, dtype=torch.float64, device=device)
+            runtime.plan_frame_fused_on_device(isect_offsets, n_isects, masks, policy, concurrent_ctas, config, order,
+                                               sorted_workloads, schedule, flags, costs)
+            return FramePlan(config.mode, order, sorted_workloads, schedule, costs, flags, num_items, n_isects,
+                             concurrent_ctas, capacity, masks is not None,
+                             None if chunking_allowed else chunking_disabled_reason)
+
     if on_gpu:
         from . import runtime
 
@@ -238,18 +261,12 @@ def plan_frame(
         workloads = tile_workloads(isect_offsets, n_isects, masks)
     sorted_workloads, order = lpt_order(workloads)
 
-    policy = chunking_allowed and config.mode in ("auto", "chunk", "fixed") and num_items > 0
     forced = _forced_chunking(sorted_workloads, config) if policy and config.mode != "auto" else None
     if forced is not None:
-        capacity, max_tiles = forced[0] * forced[1], forced[0]
-    elif policy:
-        capacity = config.max_chunks
-        max_tiles = min(config.max_chunked_tiles, config.max_chunks // min(config.chunk_counts))
-    else:
-        capacity, max_tiles = 0, 0
+        capacity = forced[0] * forced[1]
+        flags = torch.empty(max(forced[0], 1), dtype=torch.int32, device=device)
     schedule = _lpt_only_schedule(device).clone()  # a device-side copy: no host round trip
     costs = torch.zeros(2, dtype=torch.float64, device=device)
-    flags = torch.empty(max(max_tiles, 1), dtype=torch.int32, device=device)
     # N_total is n_isects unless tiles are masked out (then one reduction read back: masked frames sync)
     total = float(n_isects) if masks is None else float(workloads.sum())
     if policy and on_gpu:

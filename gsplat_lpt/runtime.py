@@ -96,12 +96,45 @@ def plan_kernels(device_index: int) -> Dict[str, object]:
     with _compile_lock, cupy.cuda.Device(device_index):
         try:
             module = cupy.RawModule(code=path.read_text(), options=("-std=c++17",))
-            kernels = {name: module.get_function(name) for name in ("tile_workloads", "choose_chunking")}
+            kernels = {name: module.get_function(name)
+                       for name in ("tile_workloads", "choose_chunking", "plan_frame_fused")}
+            kernels["plan_frame_fused"].max_dynamic_shared_size_bytes = FUSED_PLAN_MAX_ITEMS * 8
             for kernel in kernels.values():
                 kernel.compile()
         except Exception as error:
             raise RuntimeError(f"CuPy failed to compile {path.name}: {error}") from error
     return kernels
+
+
+# Work items the fused plan kernel sorts in shared memory (64-bit keys, 128 KiB): a 1080p frame has 8,160.
+FUSED_PLAN_MAX_ITEMS = 16384
+
+
+_chunk_count_tables: Dict[Tuple, Tensor] = {}
+
+
+def _chunk_count_table(config, device: torch.device) -> Tensor:
+    key = (config.chunk_counts, device.index)
+    if key not in _chunk_count_tables:  # a device copy per candidate list, made once
+        _chunk_count_tables[key] = torch.tensor(config.chunk_counts, dtype=torch.int32, device=device)
+    return _chunk_count_tables[key]
+
+
+def plan_frame_fused_on_device(isect_offsets: Tensor, n_isects: int, masks: Optional[Tensor], run_policy: bool,
+                               concurrent_ctas: int, config, lpt_order: Tensor, sorted_workloads: Tensor,
+                               schedule: Tensor, saturation_flags: Tensor, costs: Tensor) -> None:
+    """Workloads, LPT order and policy of one frame in one launch (frames of <= FUSED_PLAN_MAX_ITEMS items)."""
+    num_items = isect_offsets.numel()
+    padded = 1 << max(0, (num_items - 1).bit_length())
+    device = isect_offsets.device
+    kernel = plan_kernels(device.index)["plan_frame_fused"]
+    mask_bytes = None if masks is None else masks.reshape(-1).view(torch.uint8)
+    _launch(kernel, torch.cuda.current_stream(device), 1, 1024, padded * 8,
+            (_ptr(isect_offsets), np.int32(num_items), np.int32(n_isects), _ptr(mask_bytes), np.int32(run_policy),
+             np.int32(concurrent_ctas), np.float64(config.overhead_lambda), np.float64(config.imbalance_beta),
+             np.float64(config.min_gain), _ptr(_chunk_count_table(config, device)), np.int32(len(config.chunk_counts)),
+             np.int32(config.max_chunked_tiles), np.int32(config.max_chunks), _ptr(lpt_order), _ptr(sorted_workloads),
+             _ptr(schedule), _ptr(saturation_flags), _ptr(costs)))
 
 
 def tile_workloads_on_device(isect_offsets: Tensor, n_isects: int, masks: Optional[Tensor]) -> Tensor:
@@ -115,23 +148,17 @@ def tile_workloads_on_device(isect_offsets: Tensor, n_isects: int, masks: Option
     return workloads
 
 
-_chunk_count_tables: Dict[Tuple, Tensor] = {}
-
-
 def choose_chunking_on_device(sorted_workloads: Tensor, total: float, concurrent_ctas: int, config,
                               forced: Optional[Tuple[int, int]], schedule: Tensor, costs: Tensor,
                               saturation_flags: Tensor) -> None:
     """The policy kernel: one CTA writes h, k, N_1 and the predicted costs into `schedule` / `costs`."""
     device = sorted_workloads.device
-    key = (config.chunk_counts, device.index)
-    if key not in _chunk_count_tables:  # a device copy per candidate list, made once
-        _chunk_count_tables[key] = torch.tensor(config.chunk_counts, dtype=torch.int32, device=device)
     forced_h, forced_k = forced if forced is not None else (-1, 0)
     kernel = plan_kernels(device.index)["choose_chunking"]
     _launch(kernel, torch.cuda.current_stream(device), 1, 1024, 0,
             (_ptr(sorted_workloads), np.int32(sorted_workloads.numel()), np.float64(total), np.int32(concurrent_ctas),
              np.float64(config.overhead_lambda), np.float64(config.imbalance_beta), np.float64(config.min_gain),
-             _ptr(_chunk_count_tables[key]), np.int32(len(config.chunk_counts)), np.int32(config.max_chunked_tiles),
+             _ptr(_chunk_count_table(config, device)), np.int32(len(config.chunk_counts)), np.int32(config.max_chunked_tiles),
              np.int32(config.max_chunks), np.int32(forced_h), np.int32(forced_k), _ptr(schedule),
              _ptr(saturation_flags), _ptr(costs)))
 

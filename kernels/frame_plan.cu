@@ -33,15 +33,18 @@ __device__ inline bool better(const Candidate& a, const Candidate& b) {
     return a.h < b.h;
 }
 
-// One CTA of kPolicyThreads. forced_h >= 0 skips the search (modes "chunk" and "fixed": h and k given).
-// Otherwise: search k in chunk_counts and h in [0, min(max_chunked_tiles, non-empty tiles)] with
-// h k <= max_chunks; chunk only when the best cost is at least min_gain below LPT-only. Also
-// initialises the saturation flags of the h chunked tiles to k.
-extern "C" __global__ void __launch_bounds__(kPolicyThreads)
-    choose_chunking(const int* __restrict__ sorted_workloads, int num_items, double total, int concurrent_ctas,
-                    double overhead_lambda, double imbalance_beta, double min_gain, const int* __restrict__ chunk_counts,
-                    int num_chunk_counts, int max_chunked_tiles, int max_chunks, int forced_h, int forced_k,
-                    int* __restrict__ schedule, int* __restrict__ saturation_flags, double* __restrict__ costs) {
+// The policy, run by one CTA of kPolicyThreads. `sorted_workloads` is anything indexable (a global
+// array, or the fused kernel's sorted keys in shared memory). forced_h >= 0 skips the search (modes
+// "chunk" and "fixed": h and k given). Otherwise: search k in chunk_counts and h in
+// [0, min(max_chunked_tiles, non-empty tiles)] with h k <= max_chunks; chunk only when the best cost
+// is at least min_gain below LPT-only. Also initialises the saturation flags of the h chunked tiles to k.
+template <class SortedWorkloads>
+__device__ void choose_chunking_block(const SortedWorkloads& sorted_workloads, int num_items, double total,
+                                      int concurrent_ctas, double overhead_lambda, double imbalance_beta,
+                                      double min_gain, const int* __restrict__ chunk_counts, int num_chunk_counts,
+                                      int max_chunked_tiles, int max_chunks, int forced_h, int forced_k,
+                                      int* __restrict__ schedule, int* __restrict__ saturation_flags,
+                                      double* __restrict__ costs) {
     __shared__ Candidate best_of_warp[kPolicyThreads / 32];
     __shared__ int nonempty_of_warp[kPolicyThreads / 32];
     __shared__ int chosen_h, chosen_k;
@@ -117,5 +120,100 @@ extern "C" __global__ void __launch_bounds__(kPolicyThreads)
         schedule[4] = (int)n1;
         schedule[5] = nonempty_head;
         costs[1] = lpt_cost;
+    }
+}
+
+// After torch's sort (frames with more work items than the fused kernel sorts in shared memory).
+extern "C" __global__ void __launch_bounds__(kPolicyThreads)
+    choose_chunking(const int* __restrict__ sorted_workloads, int num_items, double total, int concurrent_ctas,
+                    double overhead_lambda, double imbalance_beta, double min_gain, const int* __restrict__ chunk_counts,
+                    int num_chunk_counts, int max_chunked_tiles, int max_chunks, int forced_h, int forced_k,
+                    int* __restrict__ schedule, int* __restrict__ saturation_flags, double* __restrict__ costs) {
+    choose_chunking_block(sorted_workloads, num_items, total, concurrent_ctas, overhead_lambda, imbalance_beta,
+                          min_gain, chunk_counts, num_chunk_counts, max_chunked_tiles, max_chunks, forced_h, forced_k,
+                          schedule, saturation_flags, costs);
+}
+
+// Sort keys: workload descending, then item ascending (deterministic ties), in one 64-bit word.
+__device__ inline unsigned long long lpt_key(int workload, int item) {
+    return ((unsigned long long)(0x7fffffff - workload) << 32) | (unsigned)item;
+}
+
+struct SortedKeysView {
+    const unsigned long long* keys;
+    __device__ int operator[](int i) const { return 0x7fffffff - (int)(keys[i] >> 32); }
+};
+
+// The whole plan of a frame in one launch (one CTA): tile workloads, LPT order (bitonic sort of the
+// keys in shared memory), N_total, and the policy (or, with run_policy = 0, the LPT-only schedule).
+// Dynamic shared memory: next_pow2(num_items) 64-bit keys, so at most 16384 work items
+// (runtime.FUSED_PLAN_MAX_ITEMS); larger frames use tile_workloads + torch.sort + choose_chunking.
+
+extern "C" __global__ void __launch_bounds__(kPolicyThreads)
+    plan_frame_fused(const int* __restrict__ tile_offsets, int num_items, int n_isects,
+                     const unsigned char* __restrict__ masks, int run_policy, int concurrent_ctas,
+                     double overhead_lambda, double imbalance_beta, double min_gain,
+                     const int* __restrict__ chunk_counts, int num_chunk_counts, int max_chunked_tiles, int max_chunks,
+                     long long* __restrict__ lpt_order, int* __restrict__ sorted_workloads, int* __restrict__ schedule,
+                     int* __restrict__ saturation_flags, double* __restrict__ costs) {
+    extern __shared__ unsigned long long keys[];
+    __shared__ long long total_of_warp[kPolicyThreads / 32];
+    const int thread = threadIdx.x;
+    int padded = 1;
+    while (padded < num_items) padded <<= 1;
+
+    long long total = 0;
+    for (int i = thread; i < padded; i += blockDim.x) {
+        if (i < num_items) {
+            const int end = i == num_items - 1 ? n_isects : tile_offsets[i + 1];
+            const int workload = (masks != nullptr && !masks[i]) ? 0 : end - tile_offsets[i];
+            keys[i] = lpt_key(workload, i);
+            total += workload;
+        } else {
+            keys[i] = ~0ull;  // padding sorts last
+        }
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) total += __shfl_down_sync(0xffffffffu, total, offset);
+    if ((thread & 31) == 0) total_of_warp[thread >> 5] = total;
+    __syncthreads();
+
+    // bitonic sort, ascending keys = descending workloads
+    for (int size = 2; size <= padded; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            for (int i = thread; i < padded; i += blockDim.x) {
+                const int partner = i ^ stride;
+                if (partner > i) {
+                    const unsigned long long a = keys[i], b = keys[partner];
+                    const bool ascending = (i & size) == 0;
+                    if ((a > b) == ascending) {
+                        keys[i] = b;
+                        keys[partner] = a;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    for (int i = thread; i < num_items; i += blockDim.x) {
+        lpt_order[i] = (long long)(keys[i] & 0xffffffffull);
+        sorted_workloads[i] = 0x7fffffff - (int)(keys[i] >> 32);
+    }
+    double frame_total = 0.0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) frame_total += (double)total_of_warp[w];
+
+    const SortedKeysView sorted{keys};
+    if (run_policy) {
+        choose_chunking_block(sorted, num_items, frame_total, concurrent_ctas, overhead_lambda, imbalance_beta,
+                              min_gain, chunk_counts, num_chunk_counts, max_chunked_tiles, max_chunks, -1, 0, schedule,
+                              saturation_flags, costs);
+    } else if (thread == 0) {
+        const double n1 = num_items > 0 ? (double)sorted[0] : 0.0;
+        schedule[0] = 0;
+        schedule[1] = 0;
+        schedule[2] = 1;
+        schedule[3] = 0;
+        schedule[4] = (int)n1;
+        schedule[5] = 0;
+        costs[0] = costs[1] = fmax(frame_total / concurrent_ctas, n1) + imbalance_beta * n1;
     }
 }

@@ -330,11 +330,12 @@ def test_bad_inputs_on_gpu_raise_clear_errors():
 
 @pytest.mark.parametrize("seed", range(12))
 def test_policy_kernel_matches_the_torch_policy(seed):
-    """kernels/frame_plan.cu chooses the same (h, k) as plan.choose_chunking on heavy-tailed counts."""
+    """kernels/frame_plan.cu (fused plan, and torch.sort + policy kernel past 16,384 items) chooses the same
+    (h, k) as plan.choose_chunking on heavy-tailed counts, and sorts the same workloads."""
     from gsplat_lpt.plan import plan_frame
 
     g = torch.Generator().manual_seed(seed)
-    n = int(torch.randint(50, 6000, (1,), generator=g))
+    n = int(torch.randint(50, 6000, (1,), generator=g)) if seed % 4 else 20_000 + seed
     counts = (torch.rand(n, generator=g) ** (4 + seed) * 200_000).to(torch.int32)
     counts[torch.rand(n, generator=g) < 0.2] = 0
     offsets = (torch.cumsum(counts, 0) - counts).to(torch.int32).reshape(1, 1, n)
@@ -345,8 +346,10 @@ def test_policy_kernel_matches_the_torch_policy(seed):
     K = int(torch.randint(100, 2000, (1,), generator=g))
     for mode_config in (config, config.replace(mode="chunk", chunk_count=4),
                         config.replace(mode="fixed", heavy_ratio=0.03, chunk_count=16)):
-        on_cpu = plan_frame(offsets, total, K, mode_config).report()
-        on_gpu = plan_frame(offsets.cuda(), total, K, mode_config).report()
+        cpu_plan, gpu_plan = plan_frame(offsets, total, K, mode_config), plan_frame(offsets.cuda(), total, K, mode_config)
+        assert torch.equal(gpu_plan.sorted_workloads.cpu(), cpu_plan.sorted_workloads)
+        assert torch.equal(counts[gpu_plan.lpt_order.cpu()], cpu_plan.sorted_workloads)  # order follows the keys
+        on_cpu, on_gpu = cpu_plan.report(), gpu_plan.report()
         assert (on_gpu["chunked_tiles"], on_gpu["chunk_count"]) == (on_cpu["chunked_tiles"], on_cpu["chunk_count"])
         assert on_gpu["predicted_cost"] == pytest.approx(on_cpu["predicted_cost"])
         assert on_gpu["predicted_cost_lpt"] == pytest.approx(on_cpu["predicted_cost_lpt"])
