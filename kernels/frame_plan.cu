@@ -177,21 +177,28 @@ extern "C" __global__ void __launch_bounds__(kPolicyThreads)
     if ((thread & 31) == 0) total_of_warp[thread >> 5] = total;
     __syncthreads();
 
-    // bitonic sort, ascending keys = descending workloads
+    // Bitonic sort, ascending keys = descending workloads. Each thread compare-exchanges whole pairs
+    // (pair p: lower index 2p - p % stride). For strides <= 32, the 32 pairs of a warp lie inside one
+    // 64-key segment that no other warp touches, so those stages only need a warp barrier.
+    const int pairs = padded >> 1;
     for (int size = 2; size <= padded; size <<= 1) {
         for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            for (int i = thread; i < padded; i += blockDim.x) {
-                const int partner = i ^ stride;
-                if (partner > i) {
-                    const unsigned long long a = keys[i], b = keys[partner];
-                    const bool ascending = (i & size) == 0;
-                    if ((a > b) == ascending) {
-                        keys[i] = b;
-                        keys[partner] = a;
-                    }
+            for (int pair = thread; pair < pairs; pair += blockDim.x) {
+                const int low = 2 * pair - (pair & (stride - 1));
+                const int high = low + stride;
+                const unsigned long long a = keys[low], b = keys[high];
+                const bool ascending = (low & size) == 0;
+                if ((a > b) == ascending) {
+                    keys[low] = b;
+                    keys[high] = a;
                 }
             }
-            __syncthreads();
+            // the next stage crosses warps after a wide stride or at the start of the next size
+            if (stride > 32 || stride == 1) {
+                __syncthreads();
+            } else {
+                __syncwarp();
+            }
         }
     }
     for (int i = thread; i < num_items; i += blockDim.x) {
