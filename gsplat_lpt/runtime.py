@@ -125,7 +125,7 @@ def plan_frame_fused_on_device(isect_offsets: Tensor, n_isects: int, masks: Opti
                                schedule: Tensor, saturation_flags: Tensor, costs: Tensor) -> None:
     """Workloads, LPT order and policy of one frame in one launch (frames of <= FUSED_PLAN_MAX_ITEMS items)."""
     num_items = isect_offsets.numel()
-    padded = 1 << max(0, (num_items - 1).bit_length())
+    padded = max(64, 1 << max(0, (num_items - 1).bit_length()))  # as the kernel pads
     device = isect_offsets.device
     kernel = plan_kernels(device.index)["plan_frame_fused"]
     mask_bytes = None if masks is None else masks.reshape(-1).view(torch.uint8)

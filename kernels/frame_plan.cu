@@ -159,7 +159,7 @@ extern "C" __global__ void __launch_bounds__(kPolicyThreads)
     extern __shared__ unsigned long long keys[];
     __shared__ long long total_of_warp[kPolicyThreads / 32];
     const int thread = threadIdx.x;
-    int padded = 1;
+    int padded = 64;  // a power of two, at least one 64-key warp segment
     while (padded < num_items) padded <<= 1;
 
     long long total = 0;
@@ -177,29 +177,49 @@ extern "C" __global__ void __launch_bounds__(kPolicyThreads)
     if ((thread & 31) == 0) total_of_warp[thread >> 5] = total;
     __syncthreads();
 
-    // Bitonic sort, ascending keys = descending workloads. Each thread compare-exchanges whole pairs
-    // (pair p: lower index 2p - p % stride). For strides <= 32, the 32 pairs of a warp lie inside one
-    // 64-key segment that no other warp touches, so those stages only need a warp barrier.
+    // Bitonic sort, ascending keys = descending workloads. Stages of stride > 32 run on shared memory
+    // (each thread compare-exchanges whole pairs: pair p has lower index 2p - p % stride); the stages of
+    // stride <= 32 of each size run in registers, one 64-key segment per warp at a time (lane holds
+    // keys lane and lane + 32 of the segment; partners within 32 are a shuffle away).
     const int pairs = padded >> 1;
+    const int lane = thread & 31, warp = thread >> 5, warps = blockDim.x >> 5;
     for (int size = 2; size <= padded; size <<= 1) {
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+        int stride = size >> 1;
+        for (; stride > 32; stride >>= 1) {
             for (int pair = thread; pair < pairs; pair += blockDim.x) {
                 const int low = 2 * pair - (pair & (stride - 1));
                 const int high = low + stride;
                 const unsigned long long a = keys[low], b = keys[high];
-                const bool ascending = (low & size) == 0;
-                if ((a > b) == ascending) {
+                if ((a > b) == ((low & size) == 0)) {
                     keys[low] = b;
                     keys[high] = a;
                 }
             }
-            // the next stage crosses warps after a wide stride or at the start of the next size
-            if (stride > 32 || stride == 1) {
-                __syncthreads();
-            } else {
-                __syncwarp();
-            }
+            __syncthreads();
         }
+        for (int segment = warp; segment < (padded >> 6); segment += warps) {
+            const int base = segment << 6;
+            unsigned long long x0 = keys[base + lane], x1 = keys[base + lane + 32];
+            for (int s = stride; s > 0; s >>= 1) {
+                if (s == 32) {
+                    const bool ascending = ((base + lane) & size) == 0;
+                    const unsigned long long low = min(x0, x1), high = max(x0, x1);
+                    x0 = ascending ? low : high;
+                    x1 = ascending ? high : low;
+                } else {
+                    const bool lower = (lane & s) == 0;
+                    const unsigned long long y0 = __shfl_xor_sync(0xffffffffu, x0, s);
+                    const unsigned long long y1 = __shfl_xor_sync(0xffffffffu, x1, s);
+                    const bool ascending0 = (((base + lane) & ~s) & size) == 0;
+                    const bool ascending1 = (((base + 32 + lane) & ~s) & size) == 0;
+                    x0 = (lower == ascending0) ? min(x0, y0) : max(x0, y0);
+                    x1 = (lower == ascending1) ? min(x1, y1) : max(x1, y1);
+                }
+            }
+            keys[base + lane] = x0;
+            keys[base + lane + 32] = x1;
+        }
+        __syncthreads();
     }
     for (int i = thread; i < num_items; i += blockDim.x) {
         lpt_order[i] = (long long)(keys[i] & 0xffffffffull);
