@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import os
+import sys
+import types
 from pathlib import Path
 
 import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+
+if not torch.cuda.is_available():
+    # A CPU test must never reach gsplat's CUDA extension: where nvcc exists, its JIT build takes an hour.
+    _guard = types.ModuleType("gsplat.cuda._backend")
+
+    def _refuse(name):
+        raise RuntimeError(f"a CPU test reached gsplat's CUDA extension (gsplat.cuda._backend.{name})")
+
+    _guard.__getattr__ = _refuse
+    sys.modules["gsplat.cuda._backend"] = _guard
 
 
 def data_dir() -> Path:
