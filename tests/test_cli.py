@@ -26,7 +26,7 @@ def test_analyze_writes_tables_and_plots(tmp_path, capsys):
     assert {"analyze.csv", "analyze.json", "balanced_histogram.png", "extreme_histogram.png",
             "simulated_speedups.png"} <= names
     data = json.load(open(out / "analyze.json"))
-    assert len(data["frames"]) == 2 and data["meta"]["concurrent_ctas"] == 1056
+    assert len(data["frames"]) == 2 and data["meta"]["concurrent_ctas"] == 792
     assert data["frames"][1]["imbalance"] > data["frames"][0]["imbalance"]
 
 
