@@ -29,13 +29,12 @@ VARIANT_STAGED_BYTES = {"3dgs": 24}
 
 
 def kernel_dir() -> Path:
-    """`kernels/` in a source checkout, or the `gsplat_lpt.kernels` package data in a wheel."""
-    source_tree = Path(__file__).resolve().parent.parent / "kernels"
-    if (source_tree / "scheduling.cuh").is_file():
-        return source_tree
-    import importlib.resources
-
-    return Path(str(importlib.resources.files("gsplat_lpt.kernels")))
+    """`kernels/` in a source checkout, or `gsplat_lpt/kernels/` where a wheel installed them."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package.parent / "kernels", package / "kernels"):
+        if (candidate / "scheduling.cuh").is_file():
+            return candidate
+    raise RuntimeError(f"gsplat_lpt's CUDA sources (kernels/*.cu) are missing next to {package}")
 
 
 def import_cupy():
