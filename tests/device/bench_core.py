@@ -10,14 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-import gsplat_lpt
 from gsplat_lpt import LPTConfig
 from gsplat_lpt.frame import BlendInputs
 from gsplat_lpt.timing import median_ms, time_interleaved
