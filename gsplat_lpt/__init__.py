@@ -5,14 +5,18 @@
 
 Also: `with gsplat_lpt.use_backend("lpt"): ...`, the environment variable GSPLAT_LPT_BACKEND=lpt
 (with `python -m gsplat_lpt.launch script.py` for scripts that cannot be edited), and
-`gsplat_lpt.rasterize_to_pixels(...)` with gsplat's signature plus `config=`.
+`gsplat_lpt.rasterize_to_pixels(...)` with gsplat's signature plus `config=`. For repeated frames of one
+size, `gsplat_lpt.rasterizer_for(...)` gives the plan/run object behind these.
 """
 
 from .config import MODES, LPTConfig
+from .errors import LPTInputError, LPTRuntimeError
 from .hook import BACKENDS, ENV_BACKEND, ENV_MODE, install, uninstall, use_backend
-from .rasterize import rasterize_to_pixels
+from .runtime import Rasterizer, rasterizer_for
+from .variants import VARIANTS
+from .variants.gaussian3d import rasterize_to_pixels
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 install()
 
@@ -21,9 +25,14 @@ __all__ = [
     "ENV_BACKEND",
     "ENV_MODE",
     "LPTConfig",
+    "LPTInputError",
+    "LPTRuntimeError",
     "MODES",
+    "Rasterizer",
+    "VARIANTS",
     "install",
     "rasterize_to_pixels",
+    "rasterizer_for",
     "uninstall",
     "use_backend",
 ]

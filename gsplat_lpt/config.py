@@ -1,4 +1,8 @@
-"""User-facing settings of the LPT backend: which schedule to run and the cost model's constants."""
+"""User-facing settings of the LPT backend: which schedule to run and the cost model's constants.
+
+The backend (gsplat's own kernel, "cuda", or ours, "lpt") is chosen by `backend=` (gsplat_lpt.hook);
+`LPTConfig.mode` says how our kernels schedule a frame.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal, Tuple
 
-Mode = Literal["vanilla", "lpt", "chunk", "fixed", "auto"]
-MODES: Tuple[str, ...] = ("vanilla", "lpt", "chunk", "fixed", "auto")
+from .constants import HEAD_CAPACITY, MAX_CHUNK_COUNTS
 
-# Calibrated on one NVIDIA H200 (132 SMs, K = 792 for the 3DGS kernel) with
-# `gsplat-lpt calibrate --scene ladder --frames 1` (README, "Calibrating the cost model"): over the 7
-# built-in ladder frames the policy with these values picks schedules within 1.4% (geometric mean) of
-# the fastest of 41 measured schedules per frame. lambda: per-chunk overhead (partials written and
-# reduced) in Gaussian-equivalent work units; beta: penalty on the longest remaining work unit (Eq. 6).
+Mode = Literal["lpt", "chunk", "fixed", "auto"]
+MODES: Tuple[str, ...] = ("lpt", "chunk", "fixed", "auto")
+
+# Calibrated on one NVIDIA H200 (132 SMs) with `gsplat-lpt calibrate` (README, "Calibrating the cost
+# model"). lambda: per-chunk overhead (partials written and composited) in Gaussian-equivalent work
+# units; beta: penalty on the longest remaining work unit (Eq. 6).
 DEFAULT_OVERHEAD_LAMBDA = 512.0
 DEFAULT_IMBALANCE_BETA = 0.25
 
@@ -23,7 +27,6 @@ class LPTConfig:
     """How `backend="lpt"` schedules the alpha-blending stage of one frame.
 
     mode:
-        ``vanilla``  gsplat's own kernel (for comparisons through the same code path);
         ``lpt``      persistent kernel, tiles in longest-processing-time-first order (bitwise gsplat);
         ``chunk``    every non-empty tile cut into ``chunk_count`` depth chunks;
         ``fixed``    the heaviest ``heavy_ratio`` fraction of tiles cut into ``chunk_count`` chunks;
@@ -36,15 +39,18 @@ class LPTConfig:
     overhead_lambda: float = DEFAULT_OVERHEAD_LAMBDA  # lambda in Eq. (6)
     imbalance_beta: float = DEFAULT_IMBALANCE_BETA  # beta in Eq. (6)
     min_gain: float = 0.10  # epsilon: chunk only if the model predicts at least this relative gain
-    chunk_counts: Tuple[int, ...] = (2, 4, 8, 16)  # candidate k for "auto"
-    max_chunked_tiles: int = 2048  # upper bound on h searched by "auto"
-    max_chunks: int = 4096  # upper bound on h * k in "auto": the partial buffers hold this many chunks
+    chunk_counts: Tuple[int, ...] = (2, 4, 8, 16, 32, 64)  # candidate k for "auto"
+    max_chunked_tiles: int = 1024  # upper bound on h searched by "auto"
+    max_chunks: int = 4096  # upper bound on h * k: the partial buffers never hold more chunks
     co_execute: bool = True  # run the chunk kernel on a side stream beside the LPT kernel
-    allow_chunking_under_autograd: bool = False  # chunked last_ids are not exact; see README
+    saturation_feedback: bool = True  # "auto": predict an item's cost from where it stopped last frame
+    cull: bool = True  # drop, per warp, the Gaussians that cannot reach alpha >= 1/255 there (exact)
+    check_inputs: bool = False  # wait for the GPU after each call and raise on invalid offsets/ids at once
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"LPTConfig.mode must be one of {MODES}, got {self.mode!r}")
+            raise ValueError(f"LPTConfig.mode must be one of {MODES}, got {self.mode!r}"
+                             + (" (gsplat's own kernel is backend='cuda')" if self.mode == "vanilla" else ""))
         if self.chunk_count < 1 or self.chunk_count > 64:
             raise ValueError(f"LPTConfig.chunk_count must be in [1, 64], got {self.chunk_count}")
         if not (0.0 <= self.heavy_ratio <= 1.0):
@@ -55,10 +61,12 @@ class LPTConfig:
             raise ValueError(f"LPTConfig.min_gain must be in [0, 1), got {self.min_gain}")
         if not self.chunk_counts or any(k < 2 or k > 64 for k in self.chunk_counts):
             raise ValueError(f"LPTConfig.chunk_counts must be values in [2, 64], got {self.chunk_counts}")
-        if self.max_chunked_tiles < 0 or self.max_chunks < 0:
-            raise ValueError("LPTConfig.max_chunked_tiles and max_chunks must be >= 0")
-        if len(self.chunk_counts) > 8:
-            raise ValueError(f"LPTConfig.chunk_counts takes at most 8 values, got {len(self.chunk_counts)}")
+        if len(self.chunk_counts) > MAX_CHUNK_COUNTS:
+            raise ValueError(f"LPTConfig.chunk_counts takes at most {MAX_CHUNK_COUNTS} values, got {len(self.chunk_counts)}")
+        if not (0 <= self.max_chunked_tiles < HEAD_CAPACITY):
+            raise ValueError(f"LPTConfig.max_chunked_tiles must be in [0, {HEAD_CAPACITY - 1}], got {self.max_chunked_tiles}")
+        if self.max_chunks < 0:
+            raise ValueError(f"LPTConfig.max_chunks must be >= 0, got {self.max_chunks}")
 
     def replace(self, **changes) -> "LPTConfig":
         return dataclasses.replace(self, **changes)

@@ -95,28 +95,34 @@ def record_schedule(report: Mapping) -> None:
         reports.append(report)
 
 
-def _make_dispatcher(variant: str, original: Callable) -> Callable:
+def _make_dispatcher(function_name: str, original: Callable) -> Callable:
     @functools.wraps(original)
     def dispatch(*args, **kwargs):
         choice = resolve_backend(None, None)
-        if choice.name == "cuda" or choice.config.mode == "vanilla":
+        if choice.name == "cuda":
             return original(*args, **kwargs)
-        from . import rasterize  # imported lazily: keeps `import gsplat_lpt` light
+        from .variants import VARIANTS  # imported lazily: keeps `import gsplat_lpt` light
 
-        implementation = rasterize.VARIANTS.get(variant)
-        if implementation is None:
-            if variant not in _fallback_warned:
-                _fallback_warned.add(variant)
+        variant = VARIANTS.get(function_name)
+        if variant is None:
+            if function_name not in _fallback_warned:
+                _fallback_warned.add(function_name)
                 warnings.warn(
-                    f"gsplat_lpt: the {variant} variant has no LPT kernel yet; "
-                    "gsplat's own kernel renders it (meta['lpt']['fallback'] says so)",
+                    f"gsplat_lpt: {function_name} has no LPT kernel yet; gsplat's own kernel renders it "
+                    "(meta['lpt']['fallback'] says so)",
                     stacklevel=3,
                 )
-            record_schedule({"variant": variant, "fallback": "gsplat kernel (variant not implemented)"})
+            record_schedule({"function": function_name, "fallback": "gsplat kernel (variant not implemented)"})
             return original(*args, **kwargs)
-        return implementation(*args, config=choice.config, **kwargs)
+        *outputs, plan = variant.rasterize(*args, config=choice.config, **kwargs)
+        if wants_report():
+            from .frontend import ScheduleReport, empty_report
 
-    dispatch.__gsplat_lpt_dispatcher__ = variant
+            record_schedule(ScheduleReport(plan) if plan is not None
+                            else empty_report(variant, choice.config, "no images"))
+        return tuple(outputs)
+
+    dispatch.__gsplat_lpt_dispatcher__ = function_name
     return dispatch
 
 
@@ -133,10 +139,31 @@ def _merge_reports(reports: List[Mapping], mode: str) -> Mapping:
     return {**first, "channel_chunks": reports}
 
 
+def _require_cuda_inputs(function: Callable, args, kwargs) -> None:
+    """backend="lpt" renders CUDA tensors: say so before gsplat's projection fails on a CPU tensor."""
+    import inspect
+
+    import torch
+
+    try:
+        names = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        names = []
+    named = list(zip(names, args)) + list(kwargs.items())
+    for name, value in named:
+        if isinstance(value, torch.Tensor) and value.device.type != "cuda":
+            from .errors import LPTInputError
+
+            available = "" if torch.cuda.is_available() else " (and no CUDA device is available on this machine)"
+            raise LPTInputError(f"{name} is on {value.device}; backend='lpt' renders CUDA tensors only{available}")
+
+
 def _make_rasterization_wrapper(original: Callable) -> Callable:
     @functools.wraps(original)
     def rasterization(*args, backend: Optional[str] = None, lpt_config: Optional[LPTConfig] = None, **kwargs):
         choice = resolve_backend(backend, lpt_config)
+        if choice.name == "lpt":
+            _require_cuda_inputs(original, args, kwargs)
         backend_token = _active_backend.set(choice)
         reports: List[Dict[str, Any]] = []
         reports_token = _schedule_reports.set(reports)
@@ -154,11 +181,7 @@ def _make_rasterization_wrapper(original: Callable) -> Callable:
     return rasterization
 
 
-_DISPATCHED = {
-    "rasterize_to_pixels": "3dgs",
-    "rasterize_to_pixels_2dgs": "2dgs",
-    "rasterize_to_pixels_eval3d": "3dgut",
-}
+_DISPATCHED = ("rasterize_to_pixels", "rasterize_to_pixels_2dgs", "rasterize_to_pixels_eval3d")
 _WRAPPED = ("rasterization", "rasterization_2dgs")
 
 
@@ -167,12 +190,12 @@ def install() -> None:
     import gsplat
     import gsplat.rendering as rendering
 
-    for name, variant in _DISPATCHED.items():
+    for name in _DISPATCHED:
         current = getattr(rendering, name)
         if getattr(current, "__gsplat_lpt_dispatcher__", None):
             continue
         _originals[name] = current
-        setattr(rendering, name, _make_dispatcher(variant, current))
+        setattr(rendering, name, _make_dispatcher(name, current))
     for name in _WRAPPED:
         current = getattr(rendering, name)
         if getattr(current, "__gsplat_lpt_wrapper__", False):

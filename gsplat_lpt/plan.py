@@ -1,23 +1,21 @@
-"""The per-frame plan: tile workloads, LPT order and the chunking policy of Eq. (6).
+"""The per-frame plan in PyTorch: tile workloads, predicted costs, the LPT order and the chunking policy of
+Eq. (6), step for step as kernels/plan.cu computes them on the GPU.
 
-`plan_frame` looks at one frame's tile lists once and returns a small immutable `FramePlan`;
-`runtime.run_plan` launches the kernels that follow it. On the GPU the plan never waits for the host:
-the workloads, torch's radix sort and the policy (kernels/frame_plan.cu) run on the device and leave
-(h, k) in a small `schedule` tensor that the blending kernels read. The same policy is written here
-in PyTorch (`choose_chunking`): it plans CPU tensors, and it is the oracle the GPU policy is tested
-against.
+This is the oracle the GPU plan is tested against, and the planner of the CPU tools (`gsplat-lpt analyze`).
+The GPU sorts all items by cost bucket and only the leading items exactly; `plan_schedule` reproduces the
+exact part (head count, head order, h, k, predicted costs) and gives the full exact order besides.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
+from . import constants
 from .config import LPTConfig
 
 
@@ -25,268 +23,186 @@ from .config import LPTConfig
 class ChunkingChoice:
     """Result of the cost model for one frame."""
 
-    chunked_tiles: int  # h: the h heaviest tiles are chunked
-    chunk_count: int  # k: depth chunks per chunked tile (1 when h == 0)
+    chunked_tiles: int  # h: the h heaviest items are chunked
+    chunk_count: int  # k: depth chunks per chunked item (1 when h == 0)
     predicted_cost: float  # T(h, k) of Eq. (6), Gaussian-equivalent work units
     predicted_cost_lpt: float  # T(0, .): LPT only
-
-
-# Words of the schedule tensor (kernels/frame_plan.cu writes them on the GPU).
-LPT_COUNTER, CHUNKED_TILES, CHUNK_COUNT, CHUNK_COUNTER, MAX_WORKLOAD, NONEMPTY_TILES = range(6)
-SCHEDULE_WORDS = 6
-
-
-@dataclass(frozen=True)
-class FramePlan:
-    """What the kernels need for one frame, and the facts `meta["lpt"]` reports.
-
-    (h, k) live in `schedule` on the tensors' device; `report()` reads them back (one copy, after the
-    kernels are queued). Chunk unit c of the chunk kernel is depth chunk c % k of item lpt_order[c // k].
-    """
-
-    mode: str
-    lpt_order: Tensor  # [num_items] int64 work items (image * tiles_per_image + tile), heaviest first
-    sorted_workloads: Tensor  # [num_items] int32, the workloads in lpt_order
-    schedule: Tensor  # [SCHEDULE_WORDS] int32: queue counters, h, k, N_1, non-empty tiles
-    predicted_costs: Tensor  # [2] float64: T(h, k) and T(0, .) of Eq. (6)
-    saturation_flags: Tensor  # [>= h] int32, set to k by the plan
-    num_items: int
-    n_isects: int
-    concurrent_ctas: int  # K
-    chunk_capacity: int  # chunk units the partial buffers must hold (h k <= chunk_capacity)
-    masked: bool = False
-    chunking_disabled_reason: Optional[str] = None
-
-    def report(self) -> Dict[str, Any]:
-        """The schedule facts for `meta["lpt"]` (copies a few words to the host)."""
-        schedule = self.schedule.tolist()
-        costs = self.predicted_costs.tolist()
-        total = int(self.sorted_workloads.sum()) if self.masked else self.n_isects
-        max_workload = int(self.sorted_workloads[0]) if self.num_items else 0
-        return {
-            "mode": self.mode,
-            "concurrent_ctas": self.concurrent_ctas,
-            "imbalance": 0.0 if total == 0 else max_workload / (total / self.concurrent_ctas),
-            "num_items": self.num_items,
-            "total_workload": total,
-            "max_workload": max_workload,
-            "chunked_tiles": schedule[CHUNKED_TILES],
-            "chunk_count": schedule[CHUNK_COUNT],
-            "predicted_cost": costs[0] if self.mode != "lpt" else None,
-            "predicted_cost_lpt": costs[1] if self.mode != "lpt" else None,
-            "chunking_disabled_reason": self.chunking_disabled_reason,
-        }
-
-
-class ScheduleReport(Mapping):
-    """`meta["lpt"]`: the frame's schedule facts, read back from the device only when first looked at,
-    so that a hooked `rasterization` call never waits for the GPU on its own."""
-
-    def __init__(self, plan: "FramePlan", extra: Optional[Dict[str, Any]] = None):
-        self._plan = plan
-        self._extra = dict(extra or {})
-        self._facts: Optional[Dict[str, Any]] = None
-
-    def _load(self) -> Dict[str, Any]:
-        if self._facts is None:
-            self._facts = {**self._plan.report(), **self._extra}
-        return self._facts
-
-    def with_extra(self, **extra: Any) -> "ScheduleReport":
-        return ScheduleReport(self._plan, {**self._extra, **extra})
-
-    def __getitem__(self, key: str) -> Any:
-        return self._load()[key]
-
-    def __iter__(self):
-        return iter(self._load())
-
-    def __len__(self) -> int:
-        return len(self._load())
-
-    def __repr__(self) -> str:
-        return f"ScheduleReport({self._load()!r})"
+    wanted_chunk_units: int = 0  # h k the policy would choose with unlimited partial buffers
 
 
 def tile_workloads(isect_offsets: Tensor, n_isects: int, masks: Optional[Tensor] = None) -> Tensor:
     """N_t for every (image, tile): the length of the tile's range in flatten_ids. [num_items] int32.
 
-    Masked-out tiles do no blending work, so their workload is 0.
-    """
-    offsets = isect_offsets.reshape(-1)
+    Masked-out tiles do no blending work, so their workload is 0; so do invalid ranges (the GPU flags them)."""
+    offsets = isect_offsets.reshape(-1).to(torch.int64)
     ends = torch.empty_like(offsets)
     ends[:-1] = offsets[1:]
     ends[-1:] = n_isects
-    workloads = ends - offsets
+    valid = (offsets >= 0) & (offsets <= ends) & (ends <= n_isects)
+    workloads = torch.where(valid, ends - offsets, torch.zeros_like(offsets))
     if masks is not None:
         workloads = workloads * masks.reshape(-1).to(workloads.dtype)
-    return workloads
+    return workloads.to(torch.int32)
 
 
-def lpt_order(workloads: Tensor) -> Tuple[Tensor, Tensor]:
-    """Work items sorted by workload, heaviest first: torch's radix sort of the keys on the GPU, the
-    Gaussian lists themselves are not moved. Returns (sorted workloads, item ids as int64)."""
-    return torch.sort(workloads, descending=True)
+def predicted_costs(workloads: Tensor, previous_depth: Optional[Tensor] = None) -> Tensor:
+    """An item's cost: its list length, or the depth at which the same item stopped last frame when that
+    is smaller (at least 1 for a non-empty item)."""
+    if previous_depth is None:
+        return workloads
+    depth = previous_depth.reshape(-1)[: workloads.numel()].to(workloads.dtype)
+    return torch.where(workloads > 0, torch.clamp_min(torch.minimum(workloads, depth), 1), workloads)
 
 
-def estimated_cost(
-    sorted_workloads: Tensor, total: float, concurrent_ctas: int, chunk_count: int, overhead_lambda: float, imbalance_beta: float
-) -> Tensor:
-    """Eq. (6) for every h in [0, len(sorted_workloads)] at one k. [len + 1] float64.
+def cost_buckets(costs: Tensor) -> Tensor:
+    """kernels/plan.cu cost_bucket: 0 for nothing to do, then 2^BUCKET_SUB_BITS buckets per octave."""
+    bits = costs.to(torch.float32).view(torch.int32).to(torch.int64)
+    buckets = 1 + ((bits - 0x3F800000) >> (23 - constants.BUCKET_SUB_BITS))
+    return torch.where(costs > 0, buckets, torch.zeros_like(buckets))
 
-    T(h, k) = max((N_total + lambda h k) / K, l) + beta l,   l(h, k) = max(N_1 / k, N_{h+1}).
-    For h = 0 nothing is chunked, so l = N_1 whatever k is.
-    """
-    counts = sorted_workloads.to(torch.float64)
-    n = counts.numel()
-    h = torch.arange(n + 1, dtype=torch.float64)
-    next_unchunked = torch.cat([counts, counts.new_zeros(1)])  # N_{h+1}; zero once every tile is chunked
-    first = counts[0] if n > 0 else counts.new_zeros(())
-    longest = torch.maximum(first / chunk_count, next_unchunked)
-    longest[0] = first
+
+def lpt_order(costs: Tensor) -> Tuple[Tensor, Tensor]:
+    """Work items by cost descending, then item ascending (the GPU's exact order of the head).
+    Returns (sorted costs, item ids as int64)."""
+    return torch.sort(costs, descending=True, stable=True)
+
+
+def head_count(costs: Tensor, max_chunked_tiles: int) -> Tuple[int, int]:
+    """(items sorted exactly on the GPU, non-empty items): every non-empty item if they fit in
+    HEAD_CAPACITY, else whole buckets from the top holding at least max_chunked_tiles + 1 items (fewer
+    when one bucket is too large)."""
+    buckets = cost_buckets(costs)
+    nonempty = int((buckets > 0).sum())
+    if nonempty <= constants.HEAD_CAPACITY:
+        return nonempty, nonempty
+    histogram = torch.bincount(buckets, minlength=constants.BUCKET_COUNT)
+    above = torch.flip(torch.cumsum(torch.flip(histogram, [0]), 0), [0]) - histogram  # items in higher buckets
+    need = min(max_chunked_tiles + 1, constants.HEAD_CAPACITY)
+    bucket = constants.BUCKET_COUNT - 1
+    while bucket > 1 and int(above[bucket] + histogram[bucket]) < need:
+        bucket -= 1
+    inclusive = int(above[bucket] + histogram[bucket])
+    return (inclusive if inclusive <= constants.HEAD_CAPACITY else int(above[bucket])), nonempty
+
+
+def modelled_cost(total: float, n1: float, next_cost: Tensor, h: Tensor, chunk_count: int, concurrent_ctas: int,
+                  overhead_lambda: float, imbalance_beta: float) -> Tensor:
+    """Eq. (6): T(h, k) = max((N_total + lambda h k) / K, l) + beta l,  l = max(N_1 / k, N_{h+1}); for
+    h = 0 nothing is chunked and l = N_1. Float64, rounded as the GPU rounds it (no fused multiply-add)."""
+    h = h.to(torch.float64)
+    longest = torch.where(h == 0, torch.full_like(h, n1), torch.maximum(torch.full_like(h, n1 / chunk_count), next_cost))
     average = (total + overhead_lambda * h * chunk_count) / concurrent_ctas
     return torch.maximum(average, longest) + imbalance_beta * longest
 
 
-def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, config: LPTConfig) -> ChunkingChoice:
-    """The policy of Sec. 4.4: search k in config.chunk_counts and h from 0 up; chunk only if the best
-    cost is at least `min_gain` below LPT-only.
-
-    `sorted_head`: the heaviest workloads, descending: at least max_chunked_tiles + 1 of them, or all."""
-    # N_{h+1} must stay known for every candidate h: search h <= max_chunked_tiles, and beyond the copied
-    # head only if the head holds every non-empty tile (then N_{h+1} = 0 past its end).
-    head = sorted_head[sorted_head > 0]
-    if head.numel() == 0:
-        return ChunkingChoice(0, 1, 0.0, 0.0)
-    last_h = min(config.max_chunked_tiles, head.numel())
-    best: Optional[ChunkingChoice] = None
-    lpt_cost = None
-    for k in config.chunk_counts:
-        costs = estimated_cost(head, total, concurrent_ctas, k, config.overhead_lambda, config.imbalance_beta)
-        costs = costs[: min(last_h, config.max_chunks // k) + 1]  # h k <= max_chunks: the partial buffers
-        if lpt_cost is None:
-            lpt_cost = float(costs[0])
-        h = int(torch.argmin(costs))  # first minimum: the fewest chunked tiles among equal costs
-        if best is None or float(costs[h]) < best.predicted_cost:
-            best = ChunkingChoice(h, k, float(costs[h]), lpt_cost)
-    assert best is not None and lpt_cost is not None
-    if best.chunked_tiles == 0 or best.predicted_cost > (1.0 - config.min_gain) * lpt_cost:
-        return ChunkingChoice(0, 1, lpt_cost, lpt_cost)
-    return best
+def estimated_cost(sorted_costs: Tensor, total: float, concurrent_ctas: int, chunk_count: int, overhead_lambda: float,
+                   imbalance_beta: float) -> Tensor:
+    """Eq. (6) for every h in [0, len(sorted_costs)] at one k. [len + 1] float64."""
+    counts = sorted_costs.to(torch.float64)
+    n = counts.numel()
+    next_cost = torch.cat([counts, counts.new_zeros(1)])  # N_{h+1}; zero once every item is chunked
+    n1 = float(counts[0]) if n > 0 else 0.0
+    return modelled_cost(total, n1, next_cost, torch.arange(n + 1), chunk_count, concurrent_ctas, overhead_lambda,
+                         imbalance_beta)
 
 
-def _forced_chunking(sorted_workloads: Tensor, config: LPTConfig) -> Tuple[int, int]:
-    """(h, k) of the comparison modes: "chunk" cuts every non-empty tile, "fixed" the heaviest rho of them.
-    Needs the count of non-empty tiles on the host: these modes synchronise once."""
-    nonempty = int((sorted_workloads > 0).sum())
-    h = nonempty if config.mode == "chunk" else min(nonempty, math.ceil(config.heavy_ratio * nonempty))
-    return (h, config.chunk_count) if h > 0 and config.chunk_count > 1 else (0, 1)
+def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, config: LPTConfig,
+                    head: Optional[int] = None, nonempty: Optional[int] = None,
+                    capacity: Optional[int] = None) -> ChunkingChoice:
+    """The policy of Sec. 4.4: search k in config.chunk_counts and h from 1 up; chunk only if the best
+    cost is at least `min_gain` below LPT-only. `sorted_head`: the heaviest costs, descending, exact for
+    the first `head` (default: all the positive ones, taken to be every non-empty item). h is searched up to
+    max_chunked_tiles, and up to head - 1 unless the head holds every non-empty item (then N_{h+1} = 0
+    past it); h k never exceeds `capacity` (the partial buffers)."""
+    costs = sorted_head.to(torch.float64)
+    positive = int((costs > 0).sum())
+    head = positive if head is None else head
+    nonempty = positive if nonempty is None else nonempty
+    n1 = float(costs[0]) if costs.numel() and nonempty else 0.0
+    lpt_cost = float(modelled_cost(total, n1, torch.zeros(1, dtype=torch.float64), torch.zeros(1), 1,
+                                   concurrent_ctas, config.overhead_lambda, config.imbalance_beta)[0])
+    last_h = min(config.max_chunked_tiles, head if head == nonempty else head - 1)
+    if last_h < 1:
+        return ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
+    h = torch.arange(1, last_h + 1)
+    next_cost = torch.cat([costs, costs.new_zeros(last_h + 1)])[h]  # N_{h+1}: zero past the non-empty items
+    limit = math.inf if capacity is None else capacity
+    best: Optional[Tuple[float, int, int]] = None  # (cost, k index, h): lexicographic, as the GPU breaks ties
+    unbounded: Optional[Tuple[float, int, int]] = None
+    for ki, k in enumerate(config.chunk_counts):
+        values = modelled_cost(total, n1, next_cost, h, k, concurrent_ctas, config.overhead_lambda, config.imbalance_beta)
+        i = int(torch.argmin(values))
+        if unbounded is None or float(values[i]) < unbounded[0]:
+            unbounded = (float(values[i]), ki, i + 1)
+        fits = (h * k) <= limit
+        if bool(fits.any()):
+            masked = torch.where(fits, values, torch.full_like(values, math.inf))
+            i = int(torch.argmin(masked))
+            if best is None or float(masked[i]) < best[0]:
+                best = (float(masked[i]), ki, i + 1)
+    bar = (1.0 - config.min_gain) * lpt_cost
+    wanted = 0
+    if unbounded is not None and unbounded[0] <= bar:
+        wanted = unbounded[2] * config.chunk_counts[unbounded[1]]
+    if best is None or best[0] > bar:
+        return ChunkingChoice(0, 1, lpt_cost, lpt_cost, wanted)
+    return ChunkingChoice(best[2], config.chunk_counts[best[1]], best[0], lpt_cost, wanted)
 
 
-def _plan_on_host(sorted_workloads: Tensor, total: float, concurrent_ctas: int, config: LPTConfig,
-                  forced: Optional[Tuple[int, int]], schedule: Tensor, costs: Tensor, flags: Tensor) -> None:
-    """The policy in PyTorch, filling the same schedule words as the GPU kernel."""
-    n1 = int(sorted_workloads[0]) if sorted_workloads.numel() else 0
-    lpt_cost = max(total / concurrent_ctas, n1) + config.imbalance_beta * n1
-    if forced is None:
-        head = sorted_workloads[: config.max_chunked_tiles + 1]
-        choice = choose_chunking(head, total, concurrent_ctas, config)
-        h, k, cost = choice.chunked_tiles, choice.chunk_count, choice.predicted_cost
-    else:
-        h, k = forced
-        cost = float(estimated_cost(sorted_workloads, total, concurrent_ctas, k, config.overhead_lambda,
-                                    config.imbalance_beta)[h]) if h else lpt_cost
-    schedule[CHUNKED_TILES], schedule[CHUNK_COUNT] = h, k
-    schedule[MAX_WORKLOAD] = n1
-    schedule[NONEMPTY_TILES] = int((sorted_workloads[: config.max_chunked_tiles + 1] > 0).sum())
-    costs[0], costs[1] = (cost if h else lpt_cost), lpt_cost
-    flags[:h] = k
+@dataclass
+class HostPlan:
+    """What kernels/plan.cu leaves in the workspace for one frame, computed in PyTorch."""
+
+    costs: Tensor  # [num_items] predicted cost per item
+    sorted_costs: Tensor  # exact order (the GPU: exact for the first `head`, by bucket after)
+    lpt_order: Tensor  # [num_items] int64
+    head: int
+    nonempty: int
+    total_workload: int  # N_total: list lengths
+    total_cost: int  # sum of predicted costs
+    choice: ChunkingChoice
+    error: bool  # invalid offsets: the GPU renders NaN and chunks nothing
+
+    @property
+    def max_cost(self) -> int:
+        return int(self.sorted_costs[0]) if self.sorted_costs.numel() else 0
 
 
-_lpt_only_schedules: Dict[torch.device, Tensor] = {}
-
-
-def _lpt_only_schedule(device: torch.device) -> Tensor:
-    """Schedule words of a frame with nothing chunked (h = 0, k = 1), kept once per device."""
-    if device not in _lpt_only_schedules:
-        words = torch.zeros(SCHEDULE_WORDS, dtype=torch.int32)
-        words[CHUNK_COUNT] = 1
-        _lpt_only_schedules[device] = words.to(device)
-    return _lpt_only_schedules[device]
-
-
-def plan_frame(
-    isect_offsets: Tensor,  # [..., tile_height, tile_width] int32
-    n_isects: int,
-    concurrent_ctas: int,
-    config: LPTConfig,
-    masks: Optional[Tensor] = None,  # [..., tile_height, tile_width] bool
-    chunking_allowed: bool = True,
-    chunking_disabled_reason: Optional[str] = None,
-) -> FramePlan:
-    """Look at the frame once: workloads, LPT order, and (h, k) for the configured mode.
-
-    Modes "lpt" and "auto" never wait for the GPU; "chunk" and "fixed" copy one count to the host."""
-    device = isect_offsets.device
-    on_gpu = device.type == "cuda"
-    num_items = isect_offsets.numel()
-    policy = chunking_allowed and config.mode in ("auto", "chunk", "fixed") and num_items > 0
-    if policy and config.mode == "auto":
-        capacity = config.max_chunks
-        max_tiles = min(config.max_chunked_tiles, config.max_chunks // min(config.chunk_counts))
-    else:
-        capacity, max_tiles = 0, 0
-    flags = torch.empty(max(max_tiles, 1), dtype=torch.int32, device=device)
-
-    if on_gpu and (config.mode == "auto" or not policy):  # "chunk"/"fixed" count tiles on the host below
-        from . import runtime
-
-        if num_items <= runtime.FUSED_PLAN_MAX_ITEMS:
-            # the usual frame: one launch plans it all, the host waits for nothing
-            order = torch.empty(num_items, dtype=torch.int64, device=device)
-            sorted_workloads = torch.empty(num_items, dtype=torch.int32, device=device)
-            schedule = torch.empty(SCHEDULE_WORDS, dtype=torch.int32, device=device)
-            costs = torch.empty(2, dtype=torch.float64, device=device)
-            runtime.plan_frame_fused_on_device(isect_offsets, n_isects, masks, policy, concurrent_ctas, config, order,
-                                               sorted_workloads, schedule, flags, costs)
-            return FramePlan(config.mode, order, sorted_workloads, schedule, costs, flags, num_items, n_isects,
-                             concurrent_ctas, capacity, masks is not None,
-                             None if chunking_allowed else chunking_disabled_reason)
-
-    if on_gpu:
-        from . import runtime
-
-        workloads = runtime.tile_workloads_on_device(isect_offsets, n_isects, masks)
-    else:
-        workloads = tile_workloads(isect_offsets, n_isects, masks)
-    sorted_workloads, order = lpt_order(workloads)
-
-    forced = _forced_chunking(sorted_workloads, config) if policy and config.mode != "auto" else None
-    if forced is not None:
-        capacity = forced[0] * forced[1]
-        flags = torch.empty(max(forced[0], 1), dtype=torch.int32, device=device)
-    schedule = _lpt_only_schedule(device).clone()  # a device-side copy: no host round trip
-    costs = torch.zeros(2, dtype=torch.float64, device=device)
-    # N_total is n_isects unless tiles are masked out (then one reduction read back: masked frames sync)
-    total = float(n_isects) if masks is None else float(workloads.sum())
-    if policy and on_gpu:
-        from . import runtime
-
-        runtime.choose_chunking_on_device(sorted_workloads, total, concurrent_ctas, config, forced, schedule, costs,
-                                          flags)
-    elif policy:
-        _plan_on_host(sorted_workloads, total, concurrent_ctas, config, forced, schedule, costs, flags)
-    return FramePlan(
-        mode=config.mode,
-        lpt_order=order,
-        sorted_workloads=sorted_workloads,
-        schedule=schedule,
-        predicted_costs=costs,
-        saturation_flags=flags,
-        num_items=num_items,
-        n_isects=n_isects,
-        concurrent_ctas=concurrent_ctas,
-        chunk_capacity=capacity,
-        masked=masks is not None,
-        chunking_disabled_reason=None if chunking_allowed else chunking_disabled_reason,
-    )
+def plan_schedule(isect_offsets: Tensor, n_isects: int, concurrent_ctas: int, config: LPTConfig,
+                  masks: Optional[Tensor] = None, previous_depth: Optional[Tensor] = None,
+                  capacity: Optional[int] = None, mode: Optional[str] = None) -> HostPlan:
+    """The whole plan of one frame as the GPU computes it (mode: config.mode unless given)."""
+    mode = mode or config.mode
+    offsets = isect_offsets.reshape(-1)
+    workloads = tile_workloads(offsets, n_isects, masks)
+    ends = torch.cat([offsets[1:].to(torch.int64), torch.tensor([n_isects])])
+    error = bool(((offsets < 0) | (offsets.to(torch.int64) > ends) | (ends > n_isects)).any())
+    costs = predicted_costs(workloads, previous_depth)
+    sorted_costs, order = lpt_order(costs)
+    head, nonempty = head_count(costs, config.max_chunked_tiles)
+    total_cost = int(costs.to(torch.int64).sum())
+    K = concurrent_ctas
+    n1 = float(sorted_costs[0]) if sorted_costs.numel() else 0.0
+    lpt_cost = float(modelled_cost(float(total_cost), n1, torch.zeros(1, dtype=torch.float64), torch.zeros(1), 1, K,
+                                   config.overhead_lambda, config.imbalance_beta)[0])
+    if error or mode == "lpt":
+        choice = ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
+    elif mode == "auto":
+        choice = choose_chunking(sorted_costs[: head + 1], float(total_cost), K, config, head=head, nonempty=nonempty,
+                                 capacity=capacity)
+    else:  # "chunk" / "fixed": h and k given
+        h = nonempty if mode == "chunk" else min(nonempty, math.ceil(config.heavy_ratio * nonempty))
+        k = config.chunk_count
+        if h <= 0 or k < 2:
+            h, k = 0, 1
+        wanted = h * k
+        if capacity is not None and h * k > capacity:
+            h = capacity // k
+        if h == 0:
+            k = 1
+        next_cost = torch.tensor([float(sorted_costs[h]) if h < nonempty else 0.0], dtype=torch.float64)
+        cost = float(modelled_cost(float(total_cost), n1, next_cost, torch.tensor([h]), k, K, config.overhead_lambda,
+                                   config.imbalance_beta)[0]) if h else lpt_cost
+        choice = ChunkingChoice(h, k, cost, lpt_cost, wanted)
+    return HostPlan(costs, sorted_costs, order, head, nonempty, int(workloads.to(torch.int64).sum()), total_cost,
+                    choice, error)

@@ -15,8 +15,11 @@ from typing import Dict, Iterable, Optional, Tuple
 import torch
 from torch import Tensor
 
-ALPHA_THRESHOLD = 1.0 / 255.0
-TRANSMITTANCE_THRESHOLD = 1e-4
+from . import constants
+
+ALPHA_THRESHOLD = constants.ALPHA_THRESHOLD[1]
+TRANSMITTANCE_THRESHOLD = constants.TRANSMITTANCE_THRESHOLD[1]
+MAX_ALPHA = constants.MAX_ALPHA[1]
 
 
 def _tile_pixels(tile: int, tile_width: int, tile_size: int, width: int, height: int, device) -> Tuple[Tensor, Tensor, Tensor]:
@@ -36,7 +39,7 @@ def _alphas(means2d, conics, opacities, ids: Tensor, px: Tensor, py: Tensor) -> 
     dx = xy[None, :, 0] - px[:, None]
     dy = xy[None, :, 1] - py[:, None]
     sigma = 0.5 * (conic[None, :, 0] * dx * dx + conic[None, :, 2] * dy * dy) + conic[None, :, 1] * dx * dy
-    alpha = torch.clamp_max(opacities[ids][None, :] * torch.exp(-sigma), 0.999)
+    alpha = torch.clamp_max(opacities[ids][None, :] * torch.exp(-sigma), MAX_ALPHA)
     return torch.where((sigma < 0) | (alpha < ALPHA_THRESHOLD), torch.zeros_like(alpha), alpha)
 
 
@@ -114,12 +117,15 @@ def blend_sequential(
             out_last.reshape(image_dims + out_last.shape[1:]))
 
 
-def chunk_bounds(start: int, end: int, chunk_count: int) -> Iterable[Tuple[int, int]]:
-    """The depth chunks of a tile's range, as the chunk kernel cuts it (equal contiguous parts)."""
-    length = -(-(end - start) // chunk_count)
+def chunk_bounds(start: int, end: int, chunk_count: int, covered: Optional[int] = None) -> Iterable[Tuple[int, int]]:
+    """The depth chunks of a tile's range, as the chunk kernel cuts it: `covered` (default: the whole
+    range; with saturation feedback, the predicted depth times a margin) in equal contiguous parts, the
+    last chunk also taking whatever lies beyond."""
+    covered = end - start if covered is None else min(covered, end - start)
+    length = -(-covered // chunk_count)
     for p in range(chunk_count):
         chunk_start = min(end, start + p * length)
-        yield chunk_start, min(end, chunk_start + length)
+        yield chunk_start, (end if p == chunk_count - 1 else min(end, chunk_start + length))
 
 
 def _blend_chunked_tile(means2d, conics, colors, opacities, ids, px, py, inside, chunk_count):
@@ -151,3 +157,32 @@ def reduce_chunks(partial_colors: Tensor, partial_T: Tensor, partial_done: Tenso
         T = torch.where(live, T * partial_T[p], T)
         stopped = stopped | partial_done[p]
     return color, T
+
+
+def cull_extent(conics: Tensor, opacities: Tensor) -> Tuple[Tensor, Tensor]:
+    """kernels/blend_3dgs.cu cull_extent in float32: half width and height of the axis-aligned box around the
+    mean outside which gsplat's alpha stays below 1/255 (+inf: never culled; -1: always culled). [M], [M]"""
+    f32 = torch.float32
+    a, b, c = conics[:, 0].to(f32), conics[:, 1].to(f32), conics[:, 2].to(f32)
+    limit = torch.log(opacities.to(f32) * 255.0)
+    padded = (limit + 1e-5 * (1.0 + torch.clamp_max(limit.abs(), 1e30))) * 1.003  # ln 0 = -inf stays -inf
+    det = a * c - b * b
+    safe = (a > 0) & (c > 0) & (b * b <= 0.998 * (a * c)) & (det > 0) & ~torch.isnan(padded)
+    x = torch.sqrt(2.0 * padded * c / det) * 1.001 + 0.01
+    y = torch.sqrt(2.0 * padded * a / det) * 1.001 + 0.01
+    never = torch.full_like(a, -1.0)
+    x = torch.where(padded >= 0, x, never)
+    y = torch.where(padded >= 0, y, never)
+    infinite = torch.full_like(a, math.inf)
+    return torch.where(safe, x, infinite), torch.where(safe, y, infinite)
+
+
+def may_contribute(means2d: Tensor, conics: Tensor, opacities: Tensor, box: Tuple[float, float, float, float]) -> Tensor:
+    """The 3DGS cull bound of kernels/blend_3dgs.cu in float32 PyTorch: False only where the Gaussian cannot
+    reach alpha >= 1/255 at any pixel centre of the box (x0, x1, y0, y1 of pixel centres). [M] bool"""
+    extent_x, extent_y = cull_extent(conics, opacities)
+    x, y = means2d[:, 0].to(torch.float32), means2d[:, 1].to(torch.float32)
+    x0, x1, y0, y1 = box
+    dx = x - torch.clamp(x, x0, x1)
+    dy = y - torch.clamp(y, y0, y1)
+    return ~((dx.abs() > extent_x) | (dy.abs() > extent_y))

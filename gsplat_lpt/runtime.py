@@ -1,48 +1,60 @@
-"""Where kernels are compiled and launched: CuPy RawModules over `kernels/*.cu`, cached per
-(variant, channel count, device), and `run_plan`, which launches the kernels a `FramePlan` asks for.
+"""Where kernels are compiled and launched: the `Rasterizer` (plan and run, as FlashInfer splits them).
 
-Nothing is compiled on the per-frame path after the first frame of a given channel count: modules,
-occupancy and the side stream are cached. Tensors stay torch tensors; kernels get raw pointers and
-run on torch's current stream (the chunk kernel on a side stream, ordered with CUDA events).
+One `Rasterizer` per (device, variant, channel count, tile size) owns the compiled kernels, K, the side
+stream and a `Workspace` per CUDA stream, reused across frames:
+
+    plan = rasterizer.plan(intersections, config)     # two small kernels; nothing waits for the GPU
+    rasterizer.run(plan, params, outputs)             # chunk kernel (side stream) beside the LPT kernel
+
+Kernels are CuPy RawModules over kernels/*.cu, compiled once per (source, channel count, CTA size,
+device) and launched through the CUDA driver with their arguments packed as structs (gsplat_lpt.layouts),
+on torch's current stream. After the first frames of a given size nothing is allocated per frame but the
+outputs; a plan can run twice with equal results, and a frame can be captured in a CUDA graph.
 """
 
 from __future__ import annotations
 
-import contextlib
+import ctypes
 import functools
+import math
+import os
 import threading
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .plan import FramePlan
+from . import constants, layouts
+from .errors import LPTInputError, LPTRuntimeError
+from .config import LPTConfig
 
-# Source file of each variant's Evaluator, and the shared-memory bytes its Staged struct takes per
-# Gaussian (sizeof(Evaluator::Staged) in the .cu file) on top of one int id.
-VARIANT_SOURCES = {"3dgs": "blend_3dgs.cu"}
-VARIANT_STAGED_BYTES = {"3dgs": 24}
+if TYPE_CHECKING:
+    from .variants import Variant
+
+ENV_SHARED_MEMORY_LIMIT = "GSPLAT_LPT_MAX_SHARED_MEMORY"  # bytes; to try the limits of smaller GPUs
+# Partial buffers "auto" starts with (4096 chunks of 256 RGB pixels); later frames grow them to what the
+# policy asked for, up to LPTConfig.max_chunks.
+INITIAL_PARTIAL_BYTES = 16 << 20
 
 
 def kernel_dir() -> Path:
     """`kernels/` in a source checkout, or `gsplat_lpt/kernels/` where a wheel installed them."""
     package = Path(__file__).resolve().parent
     for candidate in (package.parent / "kernels", package / "kernels"):
-        if (candidate / "scheduling.cuh").is_file():
+        if (candidate / "lpt_core.cuh").is_file():
             return candidate
-    raise RuntimeError(f"gsplat_lpt's CUDA sources (kernels/*.cu) are missing next to {package}")
+    raise LPTRuntimeError(f"gsplat_lpt's CUDA sources (kernels/*.cu) are missing next to {package}")
 
 
 def import_cupy():
     try:
         import cupy  # noqa: F401
-        from cupy_backends.cuda.api import driver  # noqa: F401  (occupancy API: checked here, used later)
+        from cupy_backends.cuda.api import driver  # noqa: F401  (kernel launches and occupancy)
     except ImportError as error:
-        raise RuntimeError(
+        raise LPTRuntimeError(
             "gsplat_lpt needs CuPy to compile and launch its CUDA kernels, and it is not installed: "
             "pip install 'gsplat-lpt[cuda12]' (cupy-cuda12x) or 'gsplat-lpt[cuda13]' (cupy-cuda13x), "
             "matching your CUDA driver"
@@ -50,261 +62,465 @@ def import_cupy():
     return cupy
 
 
-@dataclass(frozen=True)
-class VariantKernels:
-    persistent: object  # cupy.RawKernel: lpt_persistent_blend_<variant><CDIM>
-    chunk: object  # depth_chunk_blend_<variant><CDIM>
-    reduce: object  # reduce_depth_chunks_<variant><CDIM>
-
-
 _compile_lock = threading.Lock()
 
 
+Structs = Tuple[Tuple[str, type], ...]  # (C++ name, ctypes twin) of the structs a source's kernels take
+
+
+def kernel_source(source_name: str, structs: Structs, extra_checks: str = "") -> str:
+    """A kernel file as compiled: the constants block first; the struct size checks and the layout probe
+    kernel last."""
+    checks = "".join(layouts.layout_checks(name, twin) for name, twin in structs)
+    return (constants.cuda_header() + (kernel_dir() / source_name).read_text() + "\n" + checks + extra_checks
+            + layouts.layout_probe("lpt_layout_probe", structs))
+
+
 @functools.lru_cache(maxsize=None)
-def variant_kernels(variant: str, channels: int, device_index: int) -> VariantKernels:
+def compile_kernels(source_name: str, names: Tuple[str, ...], structs: Structs, extra_checks: str, device_index: int,
+                    backend: str = "nvrtc", options: Tuple[str, ...] = ()) -> Tuple[object, ...]:
+    """CuPy RawKernels `names` (extern "C") of kernels/`source_name`, compiled for one device (cached on disk
+    by CuPy), after checking that every struct field sits where its host twin puts it. `extra_checks` is
+    appended to the source (static_asserts, kernel exports)."""
     cupy = import_cupy()
-    if variant not in VARIANT_SOURCES:
-        raise ValueError(f"no kernels for variant {variant!r}; known: {sorted(VARIANT_SOURCES)}")
     directory = kernel_dir()
-    path = directory / VARIANT_SOURCES[variant]
-    names = {
-        "persistent": f"lpt_persistent_blend_{variant}<{channels}>",
-        "chunk": f"depth_chunk_blend_{variant}<{channels}>",
-        "reduce": f"reduce_depth_chunks_{variant}<{channels}>",
-    }
     with _compile_lock, cupy.cuda.Device(device_index):
         try:
-            module = cupy.RawModule(
-                code=path.read_text(),
-                options=("-std=c++17", f"-I{directory}"),
-                name_expressions=tuple(names.values()),
-            )
-            kernels = {role: module.get_function(name) for role, name in names.items()}
-            for kernel in kernels.values():
-                kernel.compile()  # compile now, not inside the first timed launch
+            module = cupy.RawModule(code=kernel_source(source_name, structs, extra_checks), backend=backend,
+                                    options=("-std=c++17", f"-I{directory}", *options))
+            kernels = tuple(module.get_function(name) for name in names)
+            for kernel in kernels:
+                kernel.compile()  # now, not inside the first timed launch
+            probe = module.get_function("lpt_layout_probe")
         except Exception as error:  # CuPy raises CompileException and driver errors
-            raise RuntimeError(f"CuPy failed to compile {path.name} for {channels} channels: {error}") from error
-    return VariantKernels(**kernels)
-
-
-@functools.lru_cache(maxsize=None)
-def plan_kernels(device_index: int) -> Dict[str, object]:
-    """kernels/frame_plan.cu: tile workloads and the chunking policy, compiled once per device."""
-    cupy = import_cupy()
-    path = kernel_dir() / "frame_plan.cu"
-    with _compile_lock, cupy.cuda.Device(device_index):
-        try:
-            module = cupy.RawModule(code=path.read_text(), options=("-std=c++17",))
-            kernels = {name: module.get_function(name)
-                       for name in ("tile_workloads", "choose_chunking", "plan_frame_fused")}
-            kernels["plan_frame_fused"].max_dynamic_shared_size_bytes = FUSED_PLAN_MAX_ITEMS * 8
-            for kernel in kernels.values():
-                kernel.compile()
-        except Exception as error:
-            raise RuntimeError(f"CuPy failed to compile {path.name}: {error}") from error
+            raise LPTRuntimeError(f"CuPy failed to compile {source_name} ({', '.join(names)}): {error}") from error
+        expected = layouts.expected_offsets(structs)
+        offsets = torch.full((len(expected),), -1, dtype=torch.int64, device=torch.device("cuda", device_index))
+        torch.cuda.synchronize(device_index)
+        probe((1,), (1,), (np.uint64(offsets.data_ptr()),))
+        cupy.cuda.runtime.deviceSynchronize()
+        found = offsets.tolist()
+    drifted = [f"{name} at {at} (host twin: {want})" for (name, want), at in zip(expected, found) if at != want]
+    if drifted:
+        raise LPTRuntimeError(f"{source_name}: struct fields differ from their host twins in gsplat_lpt.layouts: "
+                              + "; ".join(drifted))
     return kernels
 
 
-# Work items the fused plan kernel sorts in shared memory (64-bit keys, 128 KiB): a 1080p frame has 8,160.
-FUSED_PLAN_MAX_ITEMS = 16384
+def plan_kernels(device_index: int) -> Tuple[object, object]:
+    """kernels/plan.cu: plan_costs and plan_order, compiled once per device."""
+    return compile_kernels("plan.cu", ("plan_costs", "plan_order"), (("lpt::PlanArgs", layouts.PlanArgs),), "",
+                           device_index)
 
 
-_chunk_count_tables: Dict[Tuple, Tensor] = {}
+def shared_memory_limit(device_index: int) -> int:
+    """Dynamic shared memory one CTA may use on this GPU (opt-in maximum), or the test override."""
+    forced = os.environ.get(ENV_SHARED_MEMORY_LIMIT)
+    if forced:
+        return int(forced)
+    cupy = import_cupy()
+    return int(cupy.cuda.Device(device_index).attributes["MaxSharedMemoryPerBlockOptin"])
 
 
-def _chunk_count_table(config, device: torch.device) -> Tensor:
-    key = (config.chunk_counts, device.index)
-    if key not in _chunk_count_tables:  # a device copy per candidate list, made once
-        _chunk_count_tables[key] = torch.tensor(config.chunk_counts, dtype=torch.int32, device=device)
-    return _chunk_count_tables[key]
+def blend_shared_bytes(staged_bytes: int, block: int) -> int:
+    """lpt::SharedBatch<V>::bytes: one batch of staged Gaussians, their (id, list position), a list per warp."""
+    return constants.MAX_BATCH * (staged_bytes + 8) + ((block + 31) // 32) * constants.MAX_BATCH
 
 
-def plan_frame_fused_on_device(isect_offsets: Tensor, n_isects: int, masks: Optional[Tensor], run_policy: bool,
-                               concurrent_ctas: int, config, lpt_order: Tensor, sorted_workloads: Tensor,
-                               schedule: Tensor, saturation_flags: Tensor, costs: Tensor) -> None:
-    """Workloads, LPT order and policy of one frame in one launch (frames of <= FUSED_PLAN_MAX_ITEMS items)."""
-    num_items = isect_offsets.numel()
-    padded = max(64, 1 << max(0, (num_items - 1).bit_length()))  # as the kernel pads
-    device = isect_offsets.device
-    kernel = plan_kernels(device.index)["plan_frame_fused"]
-    mask_bytes = None if masks is None else masks.reshape(-1).view(torch.uint8)
-    _launch(kernel, torch.cuda.current_stream(device), 1, 1024, padded * 8,
-            (_ptr(isect_offsets), np.int32(num_items), np.int32(n_isects), _ptr(mask_bytes), np.int32(run_policy),
-             np.int32(concurrent_ctas), np.float64(config.overhead_lambda), np.float64(config.imbalance_beta),
-             np.float64(config.min_gain), _ptr(_chunk_count_table(config, device)), np.int32(len(config.chunk_counts)),
-             np.int32(config.max_chunked_tiles), np.int32(config.max_chunks), _ptr(lpt_order), _ptr(sorted_workloads),
-             _ptr(schedule), _ptr(saturation_flags), _ptr(costs)))
-
-
-def tile_workloads_on_device(isect_offsets: Tensor, n_isects: int, masks: Optional[Tensor]) -> Tensor:
-    """N_t of every work item, one kernel (the sort key of the LPT order). [num_items] int32"""
-    num_items = isect_offsets.numel()
-    workloads = torch.empty(num_items, dtype=torch.int32, device=isect_offsets.device)
-    kernel = plan_kernels(isect_offsets.device.index)["tile_workloads"]
-    mask_bytes = None if masks is None else masks.reshape(-1).view(torch.uint8)
-    _launch(kernel, torch.cuda.current_stream(isect_offsets.device), (num_items + 255) // 256, 256, 0,
-            (_ptr(isect_offsets), np.int32(num_items), np.int32(n_isects), _ptr(mask_bytes), _ptr(workloads)))
-    return workloads
-
-
-def choose_chunking_on_device(sorted_workloads: Tensor, total: float, concurrent_ctas: int, config,
-                              forced: Optional[Tuple[int, int]], schedule: Tensor, costs: Tensor,
-                              saturation_flags: Tensor) -> None:
-    """The policy kernel: one CTA writes h, k, N_1 and the predicted costs into `schedule` / `costs`."""
-    device = sorted_workloads.device
-    forced_h, forced_k = forced if forced is not None else (-1, 0)
-    kernel = plan_kernels(device.index)["choose_chunking"]
-    _launch(kernel, torch.cuda.current_stream(device), 1, 1024, 0,
-            (_ptr(sorted_workloads), np.int32(sorted_workloads.numel()), np.float64(total), np.int32(concurrent_ctas),
-             np.float64(config.overhead_lambda), np.float64(config.imbalance_beta), np.float64(config.min_gain),
-             _ptr(_chunk_count_table(config, device)), np.int32(len(config.chunk_counts)), np.int32(config.max_chunked_tiles),
-             np.int32(config.max_chunks), np.int32(forced_h), np.int32(forced_k), _ptr(schedule),
-             _ptr(saturation_flags), _ptr(costs)))
-
-
-def shared_bytes(variant: str, block_size: int) -> int:
-    return block_size * (4 + VARIANT_STAGED_BYTES[variant])
-
-
-@functools.lru_cache(maxsize=None)
-def concurrent_ctas(variant: str, channels: int, block_size: int, device_index: int) -> int:
-    """K: SMs x resident CTAs per SM of the persistent kernel, from the occupancy API with its real
-    register and shared-memory use."""
-    import_cupy()
+def _launch(function: int, grid: int, block: int, shared: int, stream: int, arguments: ctypes.Array) -> None:
+    """cuLaunchKernel of a compiled function (its pointer) with struct arguments (kernelParams)."""
     from cupy_backends.cuda.api import driver
 
-    kernel = variant_kernels(variant, channels, device_index).persistent
-    per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
-        kernel.kernel.ptr, block_size, shared_bytes(variant, block_size)
-    )
-    if per_sm < 1:
-        raise RuntimeError(f"the {variant} persistent kernel cannot run {block_size} threads per CTA on this GPU")
-    sm_count = torch.cuda.get_device_properties(device_index).multi_processor_count
-    return int(sm_count * per_sm)
+    driver.launchKernel(function, grid, 1, 1, block, 1, 1, shared, stream, ctypes.addressof(arguments), 0)
 
 
-_side_streams: Dict[int, torch.cuda.Stream] = {}
-_external_streams: Dict[int, object] = {}
+def _pointers(*structs: ctypes.Structure) -> ctypes.Array:
+    """kernelParams of a launch: the address of each struct argument."""
+    return (ctypes.c_void_p * len(structs))(*[ctypes.addressof(s) for s in structs])
 
 
-def side_stream(device_index: int) -> torch.cuda.Stream:
-    if device_index not in _side_streams:
-        _side_streams[device_index] = torch.cuda.Stream(device=device_index)
-    return _side_streams[device_index]
-
-
-def _cupy_stream(stream: torch.cuda.Stream):
-    """CuPy's view of a torch stream (cached: made once per stream)."""
-    cupy = import_cupy()
-    handle = stream.cuda_stream
-    if handle not in _external_streams:
-        with warnings.catch_warnings():  # CuPy 14 prefers Stream.from_external; ExternalStream works on 12-14
-            warnings.simplefilter("ignore", DeprecationWarning)
-            _external_streams[handle] = cupy.cuda.ExternalStream(handle, stream.device.index)
-    return _external_streams[handle]
-
-
-@contextlib.contextmanager
-def on_device(device_index: int):
-    """CuPy and torch both pointed at the tensors' GPU for the launches of one frame."""
-    cupy = import_cupy()
-    if device_index == torch.cuda.current_device() and device_index == cupy.cuda.runtime.getDevice():
-        yield  # the usual case: nothing to switch
-        return
-    with torch.cuda.device(device_index), cupy.cuda.Device(device_index):
-        yield
-
-
-def _ptr(tensor: Optional[Tensor], offset_elements: int = 0) -> np.uint64:
-    if tensor is None:
-        return np.uint64(0)
-    return np.uint64(tensor.data_ptr() + offset_elements * tensor.element_size())
-
-
-def _launch(kernel, stream: torch.cuda.Stream, grid: int, block: int, shared: int, args: Tuple) -> None:
-    with _cupy_stream(stream):
-        kernel((grid,), (block,), args, shared_mem=shared)
+def _address(tensor: Optional[Tensor]) -> int:
+    return 0 if tensor is None else tensor.data_ptr()
 
 
 @dataclass
-class BlendArguments:
-    """Flattened, contiguous, padded inputs of one rasterize call (what every kernel reads)."""
+class Intersections:
+    """What every variant shares: one frame's tile lists and image geometry (flattened, contiguous)."""
 
-    variant: str
-    gaussian_arrays: Tuple[Optional[Tensor], ...]  # a0..a3 of the Evaluator, e.g. (means2d, conics, opacities)
-    colors: Tensor  # [I*N or nnz, CDIM]
-    backgrounds: Optional[Tensor]  # [I, CDIM]
-    masks: Optional[Tensor]  # [I * tile_height * tile_width] uint8
-    isect_offsets: Tensor  # [I * tile_height * tile_width] int32
+    isect_offsets: Tensor  # [num_items] int32
     flatten_ids: Tensor  # [n_isects] int32
+    masks: Optional[Tensor]  # [num_items] uint8, or None
     num_images: int
     image_width: int
     image_height: int
     tile_size: int
     tile_width: int
     tile_height: int
+    num_gaussians: int  # rows of the per-Gaussian arrays (I * N unpacked, nnz packed)
 
     @property
-    def channels(self) -> int:
-        return self.colors.shape[-1]
+    def num_items(self) -> int:
+        return self.isect_offsets.numel()
 
     @property
-    def block_size(self) -> int:
-        return self.tile_size * self.tile_size
+    def n_isects(self) -> int:
+        return self.flatten_ids.numel()
 
-    def geometry(self) -> Tuple:
-        return (np.uint32(self.image_width), np.uint32(self.image_height), np.uint32(self.tile_size),
-                np.uint32(self.tile_width), np.uint32(self.tile_height))
-
-    def gaussian_pointers(self) -> Tuple:
-        arrays = tuple(self.gaussian_arrays) + (None,) * (4 - len(self.gaussian_arrays))
-        return tuple(_ptr(a) for a in arrays)
+    def history_key(self) -> Tuple[int, ...]:
+        return (self.num_items, self.image_width, self.image_height, self.tile_size)
 
 
-def run_plan(plan: FramePlan, args: BlendArguments, co_execute: bool = True) -> Tuple[Tensor, Tensor, Tensor]:
-    """Launch the kernels of one frame: the chunk kernel (side stream) beside the LPT persistent kernel
-    (torch's current stream), then the reduction. Both read h and k from `plan.schedule` on the device,
-    so nothing waits for the host. Returns colors, alphas and last_ids."""
-    device = args.colors.device
-    device_index = device.index if device.index is not None else torch.cuda.current_device()
-    kernels = variant_kernels(args.variant, args.channels, device_index)
-    I, H, W, C = args.num_images, args.image_height, args.image_width, args.channels
-    render_colors = torch.empty((I, H, W, C), dtype=torch.float32, device=device)
-    render_alphas = torch.empty((I, H, W, 1), dtype=torch.float32, device=device)
-    last_ids = torch.empty((I, H, W), dtype=torch.int32, device=device)
-    block = args.block_size
-    shared = shared_bytes(args.variant, block)
-    common = (_ptr(args.isect_offsets), _ptr(args.flatten_ids), np.int32(args.flatten_ids.numel()),
-              np.int32(plan.num_items), *args.geometry())
-    main = torch.cuda.current_stream(device)
-    workers = plan.concurrent_ctas
+_STATUS_FRAME_INDEX = constants.STATUS["frame_index"]
 
-    chunking = plan.chunk_capacity > 0
-    if chunking:
-        partial_colors = torch.empty((plan.chunk_capacity * block * C,), dtype=torch.float32, device=device)
-        partial_transmittance = torch.empty((plan.chunk_capacity * block,), dtype=torch.float32, device=device)
-        chunk_stream = side_stream(device_index) if co_execute else main
-        if chunk_stream is not main:
-            chunk_stream.wait_stream(main)  # the plan (sort, policy) and the inputs are ready
-            used_on_side = (partial_colors, partial_transmittance, plan.lpt_order, plan.schedule, plan.saturation_flags,
-                            args.colors, args.isect_offsets, args.flatten_ids,
-                            *[a for a in args.gaussian_arrays if a is not None])
-            for tensor in used_on_side:
-                tensor.record_stream(chunk_stream)
-        # launched first, so its CTAs (the heaviest tiles' chunks) are resident before the LPT kernel's
-        _launch(kernels.chunk, chunk_stream, min(workers, plan.chunk_capacity), block, shared,
-                (_ptr(plan.lpt_order), _ptr(plan.schedule), _ptr(plan.saturation_flags), *common,
-                 *args.gaussian_pointers(), _ptr(args.colors), _ptr(partial_colors), _ptr(partial_transmittance)))
 
-    _launch(kernels.persistent, main, min(workers, plan.num_items), block, shared,
-            (_ptr(plan.lpt_order), _ptr(plan.schedule), *common, *args.gaussian_pointers(), _ptr(args.colors),
-             _ptr(args.backgrounds), _ptr(args.masks), _ptr(render_colors), _ptr(render_alphas), _ptr(last_ids)))
+class MappedStatus:
+    """A few int32 words of page-locked host memory that kernels write through its device address
+    (the frame's status, read by the host without waiting for the GPU)."""
 
-    if chunking:
-        if chunk_stream is not main:
-            main.wait_stream(chunk_stream)
-        _launch(kernels.reduce, main, min(workers, plan.saturation_flags.numel()), block, 0,
-                (_ptr(plan.lpt_order), _ptr(plan.schedule), *args.geometry(), _ptr(partial_colors),
-                 _ptr(partial_transmittance), _ptr(args.backgrounds), _ptr(render_colors), _ptr(render_alphas),
-                 _ptr(last_ids)))
-    return render_colors, render_alphas, last_ids
+    def __init__(self, device_index: int):
+        cupy = import_cupy()
+        self.words = len(constants.STATUS_WORDS)
+        flags = 1 | 2  # cudaHostAllocPortable | cudaHostAllocMapped
+        with cupy.cuda.Device(device_index):
+            self._host = cupy.cuda.runtime.hostAlloc(4 * self.words, flags)
+            # with unified addressing (every 64-bit CUDA platform) this is the host address itself
+            self.device_address = int(cupy.cuda.runtime.pointerGetAttributes(self._host).devicePointer)
+        self.view = (ctypes.c_int32 * self.words).from_address(self._host)
+        ctypes.memset(self._host, 0, 4 * self.words)
+        self.view[constants.STATUS["frame_index"]] = -1
+
+    def read(self) -> Dict[str, int]:
+        return {name: int(self.view[i]) for name, i in constants.STATUS.items()}
+
+    def frame_index(self) -> int:
+        return self.view[_STATUS_FRAME_INDEX]
+
+    def __del__(self):
+        try:
+            import cupy
+
+            cupy.cuda.runtime.freeHost(self._host)
+        except Exception:
+            pass
+
+
+class Workspace:
+    """Device buffers of one Rasterizer on one stream, grown on demand and reused by every frame. The
+    argument structs of the plan and blending kernels live here too, with the workspace's own pointers
+    filled in whenever a buffer changes, so that a call only writes its inputs."""
+
+    def __init__(self, device: torch.device, slot_floats: int, block: int):
+        self.device = device
+        self.slot_floats = slot_floats  # floats a chunk leaves per pixel (partial accumulator + T)
+        self.block = block
+        int32 = dict(dtype=torch.int32, device=device)
+        self.schedule = torch.zeros(constants.SCHEDULE_SIZE, **int32)
+        self.total = torch.zeros(4, dtype=torch.int64, device=device)
+        self.predicted = torch.zeros(2, dtype=torch.float64, device=device)
+        self.histogram = torch.zeros(constants.BUCKET_COUNT, **int32)
+        self.cursors = torch.zeros(constants.BUCKET_COUNT, **int32)
+        self.items = 0
+        self.costs = self.lpt_order = self.sorted_costs = self.item_depth = torch.empty(0, **int32)
+        self.chunk_tiles = 0
+        self.saturation_flags = self.chunk_arrivals = self.chunk_depth = torch.empty(0, **int32)
+        self.chunk_units = 0
+        self.partials = torch.empty(0, dtype=torch.float32, device=device)
+        self.status = MappedStatus(device.index)
+        self.seen_frame = -1
+        self.history: Optional[Tuple[int, ...]] = None  # geometry of the frame item_depth describes
+        self.planned_frame = -1
+        self.frame_args = layouts.FrameArgs()
+        self.plan_args = layouts.PlanArgs()
+        self.plan_arguments = _pointers(self.plan_args)
+        self.plan_config: Optional[LPTConfig] = None  # the config whose constants plan_args holds
+        self._point()
+
+    def _point(self) -> None:
+        p, f = self.plan_args, self.frame_args
+        p.costs, p.histogram, p.cursors = self.costs.data_ptr(), self.histogram.data_ptr(), self.cursors.data_ptr()
+        p.schedule, p.total, p.predicted = self.schedule.data_ptr(), self.total.data_ptr(), self.predicted.data_ptr()
+        p.lpt_order, p.sorted_costs = self.lpt_order.data_ptr(), self.sorted_costs.data_ptr()
+        p.saturation_flags, p.chunk_depth = self.saturation_flags.data_ptr(), self.chunk_depth.data_ptr()
+        f.schedule = p.schedule
+        f.lpt_order, f.sorted_costs = p.lpt_order, p.sorted_costs
+        f.saturation_flags, f.chunk_arrivals = p.saturation_flags, self.chunk_arrivals.data_ptr()
+        f.partials, f.item_depth = self.partials.data_ptr(), self.item_depth.data_ptr()
+        f.status, f.chunk_depth = self.status.device_address, p.chunk_depth
+
+    def ensure_items(self, count: int) -> None:
+        if count > self.items:
+            size = max(count, 2 * self.items)
+            int32 = dict(dtype=torch.int32, device=self.device)
+            self.costs = torch.empty(size, **int32)
+            self.lpt_order = torch.empty(size, **int32)
+            self.sorted_costs = torch.empty(size, **int32)
+            self.item_depth = torch.zeros(size, **int32)
+            self.items = size
+            self.history = None
+            self._point()
+
+    def ensure_chunk_tiles(self, count: int) -> None:
+        if count > self.chunk_tiles:
+            int32 = dict(dtype=torch.int32, device=self.device)
+            self.saturation_flags = torch.empty(count, **int32)
+            self.chunk_arrivals = torch.zeros(count, **int32)  # the composite keeps them at zero between frames
+            self.chunk_depth = torch.empty(count, **int32)
+            self.chunk_tiles = count
+            self._point()
+
+    def ensure_chunk_units(self, units: int) -> None:
+        if units > self.chunk_units:
+            self.partials = torch.empty(units * self.slot_floats * self.block, dtype=torch.float32, device=self.device)
+            self.chunk_units = units
+            self._point()
+
+
+class FramePlan:
+    """One frame's plan: (h, k) and the LPT order live in the workspace on the device; `report()` reads
+    the facts back (one copy). Valid until the rasterizer plans the next frame on the same stream."""
+
+    def __init__(self, rasterizer: "Rasterizer", workspace: Workspace, frame_index: int, config: LPTConfig,
+                 plan_mode: str, intersections: Intersections, chunk_kernel: bool,
+                 chunking_disabled_reason: Optional[str]):
+        self.rasterizer = rasterizer
+        self.workspace = workspace
+        self.frame_index = frame_index
+        self.config = config
+        self.plan_mode = plan_mode  # what the kernels were told ("lpt" when chunking is not allowed)
+        self.intersections = intersections
+        self.chunk_kernel = chunk_kernel
+        self.chunking_disabled_reason = chunking_disabled_reason
+
+    @property
+    def concurrent_ctas(self) -> int:
+        return self.rasterizer.concurrent_ctas
+
+    def report(self) -> Dict:
+        """The schedule facts of `meta["lpt"]` (waits for the plan, then copies a few words)."""
+        ws = self.workspace
+        schedule = ws.schedule.tolist()
+        total_length, total_cost = ws.total[:2].tolist()
+        predicted = ws.predicted.tolist()
+        word = constants.SCHEDULE
+        max_cost = schedule[word["max_cost"]]
+        K = self.concurrent_ctas
+        return {
+            "mode": self.config.mode,
+            "variant": self.rasterizer.variant.name,
+            "concurrent_ctas": K,
+            "num_items": self.intersections.num_items,
+            "total_workload": total_length,
+            "predicted_total_cost": total_cost,
+            "max_workload": max_cost,
+            "imbalance": 0.0 if total_cost == 0 else max_cost / (total_cost / K),
+            "nonempty_items": schedule[word["nonempty_items"]],
+            "chunked_tiles": schedule[word["chunked_tiles"]],
+            "chunk_count": schedule[word["chunk_count"]],
+            "predicted_cost": predicted[0] if self.plan_mode != "lpt" else None,
+            "predicted_cost_lpt": predicted[1],
+            "saturation_feedback": self.uses_feedback,
+            "chunking_disabled_reason": self.chunking_disabled_reason,
+        }
+
+    uses_feedback: bool = False
+
+
+class Rasterizer:
+    """Compiled kernels, K, the side stream and per-stream workspaces of one (device, variant, channels,
+    tile size). Get one with `rasterizer_for`."""
+
+    def __init__(self, variant: "Variant", channels: int, tile_size: int, device_index: int):
+        self.variant = variant
+        self.channels = channels
+        self.tile_size = tile_size
+        self.block = tile_size * tile_size
+        self.device = torch.device("cuda", device_index)
+        self.max_threads = 1 << max(5, (self.block - 1).bit_length())
+        names = variant.kernel_names(channels, self.max_threads)
+        self.persistent, self.chunk = compile_kernels(
+            variant.kernel_source, names, variant.kernel_structs(),
+            variant.extra_checks() + variant.export_line(channels, self.max_threads), device_index,
+            variant.compile_backend, variant.compile_options())
+        self.plan_costs, self.plan_order = plan_kernels(device_index)
+        self._plan_costs, self._plan_order = self.plan_costs.kernel.ptr, self.plan_order.kernel.ptr
+        self.shared_bytes = blend_shared_bytes(variant.staged_bytes, self.block)
+        limit = shared_memory_limit(device_index)
+        if self.shared_bytes > limit:
+            raise LPTRuntimeError(
+                f"the {variant.name} kernels need {self.shared_bytes} bytes of shared memory per CTA at tile size "
+                f"{tile_size}; this GPU allows {limit}: use a smaller tile_size")
+        if self.shared_bytes > 48 * 1024:
+            for kernel in (self.persistent, self.chunk):
+                kernel.max_dynamic_shared_size_bytes = self.shared_bytes
+        self.concurrent_ctas = self._concurrent_ctas(device_index)
+        self._persistent, self._chunk = self.persistent.kernel.ptr, self.chunk.kernel.ptr
+        self.slot_floats = variant.partial_floats(channels) + 1
+        self.side_stream = torch.cuda.Stream(device=self.device)
+        self._fork = torch.cuda.Event()  # reused: the chunk kernel waits for the plan ...
+        self._join = torch.cuda.Event()  # ... and the current stream for the chunk kernel
+        self._workspaces: Dict[int, Workspace] = {}
+        self.frame_counter = 0
+
+    def _concurrent_ctas(self, device_index: int) -> int:
+        """K: SMs x resident CTAs per SM of the persistent kernel (occupancy API, its real registers and
+        shared memory)."""
+        from cupy_backends.cuda.api import driver
+
+        per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(self.persistent.kernel.ptr, self.block,
+                                                                 self.shared_bytes)
+        if per_sm < 1:
+            raise LPTRuntimeError(f"the {self.variant.name} kernel cannot run {self.block} threads per CTA on this GPU")
+        return int(torch.cuda.get_device_properties(device_index).multi_processor_count * per_sm)
+
+    def workspace(self, stream: torch.cuda.Stream) -> Workspace:
+        key = stream.cuda_stream
+        if key not in self._workspaces:
+            self._workspaces[key] = Workspace(self.device, self.slot_floats, self.block)
+        return self._workspaces[key]
+
+    def reserve(self, chunk_units: int, stream: Optional[torch.cuda.Stream] = None) -> None:
+        """Size the partial buffers for `chunk_units` depth chunks now (otherwise "auto" grows them from
+        what earlier frames asked for, and renders the first frames of a scene with fewer chunks)."""
+        ws = self.workspace(stream or torch.cuda.current_stream(self.device))
+        ws.ensure_chunk_units(chunk_units)
+
+    def _absorb_status(self, ws: Workspace, config: LPTConfig) -> Optional[str]:
+        """What finished frames left in mapped memory: capacity to grow, or an input error to raise."""
+        if ws.status.frame_index() <= ws.seen_frame:
+            return None
+        status = ws.status.read()
+        ws.seen_frame = status["frame_index"]
+        wanted = min(status["wanted_chunk_units"], config.max_chunks)
+        if wanted > ws.chunk_units:
+            ws.ensure_chunk_units(min(config.max_chunks, 1 << (wanted - 1).bit_length()))
+        return describe_errors(status["error"], f"frame {status['frame_index']} (an earlier call)")
+
+    def plan(self, intersections: Intersections, config: LPTConfig, chunking_allowed: bool = True,
+             chunking_disabled_reason: Optional[str] = None) -> FramePlan:
+        """Costs, LPT order and (h, k) of one frame, on the GPU, without waiting for it."""
+        main = torch.cuda.current_stream(self.device)
+        ws = self.workspace(main)
+        error = self._absorb_status(ws, config)
+        if error is not None:
+            raise LPTInputError(error)
+        plan_mode = config.mode if chunking_allowed else "lpt"
+        num_items = intersections.num_items
+        ws.ensure_items(num_items)
+        ws.ensure_chunk_tiles(constants.HEAD_CAPACITY)
+        if plan_mode in ("chunk", "fixed"):  # comparison modes: room for every item
+            ws.ensure_chunk_tiles(num_items)
+            ws.ensure_chunk_units(num_items * config.chunk_count)
+        elif plan_mode == "auto" and ws.chunk_units == 0:  # a first allocation of at most INITIAL_PARTIAL_BYTES
+            ws.ensure_chunk_units(min(config.max_chunks, INITIAL_PARTIAL_BYTES // (4 * self.slot_floats * self.block)))
+        capacity = 0 if plan_mode == "lpt" else ws.chunk_units
+        feedback = (plan_mode == "auto" and config.saturation_feedback
+                    and ws.history == intersections.history_key())
+
+        p = ws.plan_args
+        p.tile_offsets = _address(intersections.isect_offsets)
+        p.masks = _address(intersections.masks)
+        p.previous_depth = ws.frame_args.item_depth if feedback else 0
+        p.num_items, p.n_isects = num_items, intersections.n_isects
+        p.mode = constants.PLAN_MODES[plan_mode]
+        p.chunk_unit_capacity = capacity
+        if ws.plan_config is not config:  # the policy's constants, set when the config object changes
+            ws.plan_config = config
+            p.overhead_lambda, p.imbalance_beta = config.overhead_lambda, config.imbalance_beta
+            p.min_gain, p.heavy_ratio = config.min_gain, config.heavy_ratio
+            p.forced_chunk_count = config.chunk_count
+            p.max_chunked_tiles = config.max_chunked_tiles
+            p.concurrent_ctas = self.concurrent_ctas
+            p.num_chunk_counts = len(config.chunk_counts)
+            for i, k in enumerate(config.chunk_counts):
+                p.chunk_counts[i] = k
+        self.frame_counter += 1
+        p.frame_index = self.frame_counter
+        grid = (num_items + constants.PLAN_THREADS - 1) // constants.PLAN_THREADS
+        stream = main.cuda_stream
+        _launch(self._plan_costs, grid, constants.PLAN_THREADS, 0, stream, ws.plan_arguments)
+        _launch(self._plan_order, grid, constants.PLAN_THREADS, 0, stream, ws.plan_arguments)
+        ws.planned_frame = self.frame_counter
+        plan = FramePlan(self, ws, self.frame_counter, config, plan_mode, intersections,
+                         chunk_kernel=capacity > 0, chunking_disabled_reason=chunking_disabled_reason)
+        plan.uses_feedback = feedback
+        plan.stream = main
+        return plan
+
+    def run(self, plan: FramePlan, params: ctypes.Structure, outputs: ctypes.Structure) -> None:
+        """Launch the frame's blending kernels: the chunk kernel on the side stream (ordered with events
+        against torch's current stream) beside the persistent LPT kernel; both read h and k on the
+        device. A plan can run more than once (the kernels leave the workspace as the plan left it)."""
+        ws = plan.workspace
+        if plan.frame_index != ws.planned_frame:
+            raise RuntimeError("this FramePlan is stale: the rasterizer has planned another frame since")
+        inter = plan.intersections
+        main = plan.stream
+        f = ws.frame_args
+        f.tile_offsets, f.flatten_ids = _address(inter.isect_offsets), _address(inter.flatten_ids)
+        f.masks = _address(inter.masks)
+        f.n_isects, f.num_items, f.num_gaussians = inter.n_isects, inter.num_items, inter.num_gaussians
+        f.frame_index = plan.frame_index
+        f.chunk_unit_capacity = ws.chunk_units if plan.chunk_kernel else 0
+        f.cull = plan.config.cull
+        f.finishing_kernels = 2 if plan.chunk_kernel else 1
+        f.image_width, f.image_height, f.tile_size = inter.image_width, inter.image_height, inter.tile_size
+        f.tile_width, f.tile_height = inter.tile_width, inter.tile_height
+        arguments = _pointers(f, params, outputs)
+
+        if plan.chunk_kernel:
+            # The side stream joins back into the current stream below, before anything else runs there,
+            # so tensors allocated on the current stream need no record_stream.
+            side = self.side_stream if plan.config.co_execute else main
+            if side is not main:
+                self._fork.record(main)  # the plan and the inputs are ready
+                side.wait_event(self._fork)
+            grid = min(self.concurrent_ctas, ws.chunk_units)
+            # launched first: its CTAs (the heaviest items' chunks) are resident before the LPT kernel's
+            _launch(self._chunk, grid, self.block, self.shared_bytes, side.cuda_stream, arguments)
+        _launch(self._persistent, min(self.concurrent_ctas, inter.num_items), self.block, self.shared_bytes,
+                main.cuda_stream, arguments)
+        if plan.chunk_kernel and side is not main:
+            self._join.record(side)
+            main.wait_event(self._join)
+        ws.history = inter.history_key()
+        if plan.config.check_inputs:
+            main.synchronize()
+            ws.seen_frame = max(ws.seen_frame, plan.frame_index)  # reported here, not again by the next call
+            error = describe_errors(int(ws.schedule[constants.SCHEDULE["error"]]), "this call")
+            if error is not None:
+                raise LPTInputError(error)
+
+
+def describe_errors(bits: int, where: str) -> Optional[str]:
+    if not bits:
+        return None
+    reasons = "; ".join(message for bit, message in constants.ERROR_MESSAGES.items() if bits & bit)
+    return f"invalid rasterize input in {where}: {reasons}"
+
+
+_rasterizers: Dict[Tuple, Rasterizer] = {}
+_rasterizers_lock = threading.Lock()
+
+
+def reset_rasterizers() -> None:
+    """Forget every cached Rasterizer (their workspaces are freed once no plan refers to them)."""
+    with _rasterizers_lock:
+        _rasterizers.clear()
+
+
+def rasterizer_for(variant: "Variant", channels: int, tile_size: int, device: torch.device) -> Rasterizer:
+    """The cached Rasterizer of (device, variant, channels, tile size); compiled on first use."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = (index, variant.name, channels, tile_size)
+    rasterizer = _rasterizers.get(key)
+    if rasterizer is None:
+        with _rasterizers_lock:
+            rasterizer = _rasterizers.get(key)
+            if rasterizer is None:
+                rasterizer = Rasterizer(variant, channels, tile_size, index)
+                _rasterizers[key] = rasterizer
+    return rasterizer
+
+
+def tiles_of(width: int, height: int, tile_size: int) -> Tuple[int, int]:
+    return math.ceil(width / tile_size), math.ceil(height / tile_size)

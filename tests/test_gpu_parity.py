@@ -21,8 +21,9 @@ pytestmark = pytest.mark.gpu
 CHUNKED_MODES = [
     LPTConfig(mode="chunk", chunk_count=2),
     LPTConfig(mode="chunk", chunk_count=16),
+    LPTConfig(mode="chunk", chunk_count=64, cull=False),
     LPTConfig(mode="fixed", heavy_ratio=0.05, chunk_count=4),
-    LPTConfig(mode="fixed", heavy_ratio=0.5, chunk_count=8, co_execute=False),
+    LPTConfig(mode="fixed", heavy_ratio=0.5, chunk_count=32, co_execute=False),
     LPTConfig(mode="auto"),
     LPTConfig(mode="auto", overhead_lambda=0.0, imbalance_beta=1.0, min_gain=0.0),  # chunks eagerly
 ]
@@ -40,13 +41,17 @@ def random_gaussians(n, seed, device="cuda", cluster=0):
     means = torch.randn(n, 3, generator=g) * torch.tensor([1.5, 1.0, 1.0]) + torch.tensor([0.0, 0.0, 4.0])
     scales = torch.rand(n, 3, generator=g) * 0.08 + 0.005
     opacities = torch.rand(n, generator=g) * 0.9 + 0.05
+    opaque = cluster < 0
+    cluster = abs(cluster)
     if cluster:
         spot = torch.tensor([0.3, -0.2, 0.0])
         depth = torch.linspace(3.0, 9.0, cluster)
         means = torch.cat([means, spot + torch.stack([torch.zeros(cluster), torch.zeros(cluster), depth], -1)
                            + torch.randn(cluster, 3, generator=g) * 0.003])
-        scales = torch.cat([scales, torch.full((cluster, 3), 0.004)])
-        opacities = torch.cat([opacities, torch.full((cluster,), 0.08)])  # semi-transparent: long tails
+        # faint: tiny and semi-transparent; opaque: wide enough to cover whole tiles, so they saturate early
+        scales = torch.cat([scales, torch.full((cluster, 3), 0.05 if opaque else 0.004)])
+        # semi-transparent: long tails that never saturate; or opaque: saturates within a few hundred
+        opacities = torch.cat([opacities, torch.full((cluster,), 0.9 if opaque else 0.08)])
     quats = torch.randn(means.shape[0], 4, generator=g)
     return [t.to(device) for t in (means, quats / quats.norm(dim=-1, keepdim=True), scales, opacities)]
 
@@ -86,14 +91,14 @@ def gsplat_forward(frame, **extra):
 
 
 def ours_forward(frame, config, **extra):
-    """Our kernels' outputs including last_ids (the forward of our autograd Function)."""
-    from gsplat_lpt.rasterize import _FrameJob
+    """Our kernels' outputs including last_ids and the plan (the low-level entry of the 3DGS front end)."""
+    from gsplat_lpt.variants.gaussian3d import Frame3DGS
 
-    job = _FrameJob(config, chunking_allowed=True)
-    out = job.render(frame["means2d"], frame["conics"], frame["colors"], frame["opacities"],
-                     extra.get("backgrounds"), extra.get("masks"), frame["image_width"], frame["image_height"],
-                     frame["tile_size"], frame["isect_offsets"], frame["flatten_ids"])
-    return (*out, job.plan)
+    ours = Frame3DGS(frame["means2d"], frame["conics"], frame["colors"], frame["opacities"], extra.get("backgrounds"),
+                     extra.get("masks"), frame["image_width"], frame["image_height"], frame["tile_size"],
+                     frame["isect_offsets"], frame["flatten_ids"], False)
+    colors, alphas, last_ids, plan = ours.render(config)
+    return colors, alphas, last_ids.reshape(alphas.shape[:-1]), plan
 
 
 CASES = [
@@ -106,6 +111,7 @@ CASES = [
     ("channels-32", 1500, 1, 96, 64, 16, 32, 0),
     ("heavy-tile", 3000, 1, 200, 120, 16, 3, 20000),
     ("heavy-multicam", 3000, 3, 200, 120, 16, 4, 8000),
+    ("heavy-opaque", 3000, 1, 200, 120, 16, 3, -20000),  # negative cluster: opaque stack, saturates early
 ]
 
 
@@ -132,12 +138,13 @@ def test_chunked_modes_psnr(case, config):
     frame = project(*gaussians, *cameras(C, W, H), W, H, tile_size, channels, seed=n)
     backgrounds = torch.rand(C, channels, device="cuda")
     ref_colors, ref_alphas, _ = gsplat_forward(frame, backgrounds=backgrounds)
-    colors, alphas, _, plan = ours_forward(frame, config, backgrounds=backgrounds)
-    if config.mode in ("chunk", "fixed"):
-        assert plan.report()["chunked_tiles"] > 0
-    assert psnr(colors, ref_colors) >= 76.0
-    assert psnr(alphas, ref_alphas) >= 76.0
-    assert (colors - ref_colors).abs().max().item() <= 0.1  # see tests/test_reference.py for the bound
+    for attempt in range(3):  # later frames: grown partial buffers, saturation feedback from the frame before
+        colors, alphas, _, plan = ours_forward(frame, config, backgrounds=backgrounds)
+        if config.mode in ("chunk", "fixed"):
+            assert plan.report()["chunked_tiles"] > 0
+        assert psnr(colors, ref_colors) >= 76.0, attempt
+        assert psnr(alphas, ref_alphas) >= 76.0, attempt
+        assert (colors - ref_colors).abs().max().item() <= 0.1  # see tests/test_reference.py for the bound
 
 
 def test_eager_auto_policy_chunks_the_heavy_tile():
@@ -146,6 +153,18 @@ def test_eager_auto_policy_chunks_the_heavy_tile():
     _, _, _, plan = ours_forward(frame, CHUNKED_MODES[-1])
     report = plan.report()
     assert report["chunked_tiles"] >= 1 and report["chunk_count"] >= 2
+
+
+@pytest.mark.parametrize("cull", [True, False])
+def test_culling_is_exact(cull):
+    """Per-warp culling changes no bit of colours, alphas or last_ids (real geometry, many tile sizes)."""
+    for tile_size in (8, 16, 32):
+        frame = project(*random_gaussians(6000, seed=tile_size, cluster=2000), *cameras(2, 150, 100), 150, 100,
+                        tile_size=tile_size)
+        ref = gsplat_forward(frame)
+        ours = ours_forward(frame, LPTConfig(mode="lpt", cull=cull))
+        for a, b in zip(ref, ours[:3]):
+            assert torch.equal(a, b), tile_size
 
 
 def test_masks_render_background_on_masked_tiles():
@@ -328,29 +347,3 @@ def test_bad_inputs_on_gpu_raise_clear_errors():
         gsplat_lpt.rasterize_to_pixels(**{**frame, "colors": frame["colors"].cpu()})
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_policy_kernel_matches_the_torch_policy(seed):
-    """kernels/frame_plan.cu (fused plan, and torch.sort + policy kernel past 16,384 items) chooses the same
-    (h, k) as plan.choose_chunking on heavy-tailed counts, and sorts the same workloads."""
-    from gsplat_lpt.plan import plan_frame
-
-    g = torch.Generator().manual_seed(seed)
-    n = int(torch.randint(50, 6000, (1,), generator=g)) if seed % 4 else 20_000 + seed
-    counts = (torch.rand(n, generator=g) ** (4 + seed) * 200_000).to(torch.int32)
-    counts[torch.rand(n, generator=g) < 0.2] = 0
-    offsets = (torch.cumsum(counts, 0) - counts).to(torch.int32).reshape(1, 1, n)
-    total = int(counts.sum())
-    config = LPTConfig(overhead_lambda=float(torch.rand(1, generator=g)) * 600,
-                       imbalance_beta=float(torch.rand(1, generator=g)), max_chunks=[64, 4096][seed % 2],
-                       max_chunked_tiles=[2048, 100][seed % 3 == 0])
-    K = int(torch.randint(100, 2000, (1,), generator=g))
-    for mode_config in (config, config.replace(mode="chunk", chunk_count=4),
-                        config.replace(mode="fixed", heavy_ratio=0.03, chunk_count=16)):
-        cpu_plan, gpu_plan = plan_frame(offsets, total, K, mode_config), plan_frame(offsets.cuda(), total, K, mode_config)
-        assert torch.equal(gpu_plan.sorted_workloads.cpu(), cpu_plan.sorted_workloads)
-        assert torch.equal(counts[gpu_plan.lpt_order.cpu()], cpu_plan.sorted_workloads)  # order follows the keys
-        on_cpu, on_gpu = cpu_plan.report(), gpu_plan.report()
-        assert (on_gpu["chunked_tiles"], on_gpu["chunk_count"]) == (on_cpu["chunked_tiles"], on_cpu["chunk_count"])
-        assert on_gpu["predicted_cost"] == pytest.approx(on_cpu["predicted_cost"])
-        assert on_gpu["predicted_cost_lpt"] == pytest.approx(on_cpu["predicted_cost_lpt"])
-        assert on_gpu["max_workload"] == on_cpu["max_workload"]

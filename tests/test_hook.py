@@ -9,13 +9,12 @@ import torch
 
 import gsplat_lpt
 from gsplat_lpt import LPTConfig, hook
-from gsplat_lpt.rasterize import LPTInputError
+from gsplat_lpt.errors import LPTInputError
 
 
 def test_import_installs_dispatchers_and_wrappers():
-    for name, variant in (("rasterize_to_pixels", "3dgs"), ("rasterize_to_pixels_2dgs", "2dgs"),
-                          ("rasterize_to_pixels_eval3d", "3dgut")):
-        assert getattr(getattr(gsplat.rendering, name), "__gsplat_lpt_dispatcher__") == variant
+    for name in ("rasterize_to_pixels", "rasterize_to_pixels_2dgs", "rasterize_to_pixels_eval3d"):
+        assert getattr(getattr(gsplat.rendering, name), "__gsplat_lpt_dispatcher__") == name
     assert gsplat.rasterization is gsplat.rendering.rasterization
     assert gsplat.rasterization.__gsplat_lpt_wrapper__
     assert gsplat.rasterization_2dgs.__gsplat_lpt_wrapper__
@@ -32,17 +31,17 @@ def test_install_is_idempotent_and_uninstall_restores():
         assert not hasattr(gsplat.rasterization, "__gsplat_lpt_wrapper__")
     finally:
         gsplat_lpt.install()
-    assert gsplat.rendering.rasterize_to_pixels.__gsplat_lpt_dispatcher__ == "3dgs"
+    assert gsplat.rendering.rasterize_to_pixels.__gsplat_lpt_dispatcher__ == "rasterize_to_pixels"
 
 
-def recording_dispatcher(variant="3dgs"):
+def recording_dispatcher(function="rasterize_to_pixels"):
     calls = []
 
     def gsplat_original(*args, **kwargs):
         calls.append(("gsplat", args, kwargs))
         return "gsplat-result"
 
-    return hook._make_dispatcher(variant, gsplat_original), calls
+    return hook._make_dispatcher(function, gsplat_original), calls
 
 
 def test_default_backend_is_gsplat(monkeypatch):
@@ -63,12 +62,6 @@ def test_context_manager_routes_to_lpt_and_restores():
             assert dispatch(0) == "gsplat-result"
     assert dispatch(0) == "gsplat-result"
     assert len(calls) == 2
-
-
-def test_vanilla_mode_inside_lpt_backend_calls_gsplat():
-    dispatch, calls = recording_dispatcher()
-    with gsplat_lpt.use_backend("lpt", LPTConfig(mode="vanilla")):
-        assert dispatch(0) == "gsplat-result"
 
 
 def test_environment_variable_selects_backend(monkeypatch):
@@ -131,17 +124,32 @@ def test_channel_chunked_calls_are_all_reported():
     assert meta["lpt"]["chunk"] == 0 and len(meta["lpt"]["channel_chunks"]) == 2
 
 
-def test_unimplemented_variant_falls_back_to_gsplat_and_says_so():
-    dispatch, calls = recording_dispatcher("2dgs")
+def test_unimplemented_variant_falls_back_to_gsplat_and_says_so(monkeypatch):
+    from gsplat_lpt import variants
+
+    monkeypatch.delitem(variants.VARIANTS, "rasterize_to_pixels_2dgs", raising=False)
+    dispatch, calls = recording_dispatcher("rasterize_to_pixels_2dgs")
     reports = []
     token = hook._schedule_reports.set(reports)
     try:
-        with gsplat_lpt.use_backend("lpt"), pytest.warns(UserWarning, match="2dgs"):
-            hook._fallback_warned.discard("2dgs")
+        with gsplat_lpt.use_backend("lpt"), pytest.warns(UserWarning, match="rasterize_to_pixels_2dgs"):
+            hook._fallback_warned.discard("rasterize_to_pixels_2dgs")
             assert dispatch(0) == "gsplat-result"
     finally:
         hook._schedule_reports.reset(token)
     assert reports and "fallback" in reports[0]
+
+
+def test_cpu_tensors_through_the_flag_are_named_before_gsplat_runs():
+    """gsplat's projection would fail on CPU tensors with an ImportError about its CUDA extension."""
+    means = torch.zeros(4, 3)
+    quats, scales = torch.zeros(4, 4), torch.ones(4, 3)
+    with pytest.raises(LPTInputError, match="means is on cpu; backend='lpt' renders CUDA tensors only"):
+        gsplat.rasterization(means, quats, scales, torch.ones(4), torch.ones(4, 3), torch.eye(4)[None],
+                             torch.eye(3)[None], 8, 8, backend="lpt")
+    with pytest.raises(LPTInputError, match="Ks is on cpu"):  # keyword arguments are checked too
+        gsplat.rasterization(None, None, None, None, None, None, Ks=torch.eye(3)[None], width=8, height=8,
+                             backend="lpt")
 
 
 def test_launch_runs_a_script_with_the_hook(tmp_path, monkeypatch, capsys):

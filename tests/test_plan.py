@@ -1,12 +1,24 @@
-"""The plan: tile workloads, LPT order and the cost model of Eq. (6) on hand-made count vectors."""
+"""The plan in PyTorch (the oracle of kernels/plan.cu): workloads, costs, buckets, head, Eq. (6), policy."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
 
+from gsplat_lpt import constants
 from gsplat_lpt.config import LPTConfig
-from gsplat_lpt.plan import choose_chunking, estimated_cost, lpt_order, plan_frame, tile_workloads
+from gsplat_lpt.plan import (
+    choose_chunking,
+    cost_buckets,
+    estimated_cost,
+    head_count,
+    lpt_order,
+    plan_schedule,
+    predicted_costs,
+    tile_workloads,
+)
 
 
 def offsets_for(counts, image_shape):
@@ -21,44 +33,87 @@ def test_tile_workloads_are_range_lengths():
     assert tile_workloads(offsets, n).tolist() == [3, 0, 7, 1, 0, 9]
 
 
-def test_tile_workloads_zero_for_masked_tiles():
+def test_tile_workloads_zero_for_masked_tiles_and_invalid_ranges():
     offsets, n = offsets_for([3, 0, 7, 1], (1, 2, 2))
     masks = torch.tensor([[[True, True], [False, True]]])
     assert tile_workloads(offsets, n, masks).tolist() == [3, 0, 0, 1]
+    decreasing = torch.tensor([0, 5, 2, 8], dtype=torch.int32)
+    assert tile_workloads(decreasing, 9).tolist() == [5, 0, 6, 1]
+    past_end = torch.tensor([0, 5, 20], dtype=torch.int32)
+    assert tile_workloads(past_end, 9).tolist() == [5, 0, 0]
 
 
-def test_lpt_order_heaviest_first_over_all_images():
-    offsets, n = offsets_for([5, 1, 0, 40, 2, 9], (2, 1, 3))
+def test_lpt_order_heaviest_first_over_all_images_ties_by_item():
+    offsets, n = offsets_for([5, 1, 0, 40, 2, 9, 5], (1, 1, 7))
     sorted_workloads, order = lpt_order(tile_workloads(offsets, n))
     assert order.dtype == torch.int64
-    assert sorted_workloads.tolist() == [40, 9, 5, 2, 1, 0]
-    assert order.tolist() == [3, 5, 0, 4, 1, 2]
+    assert sorted_workloads.tolist() == [40, 9, 5, 5, 2, 1, 0]
+    assert order.tolist() == [3, 5, 0, 6, 4, 1, 2]
+
+
+def test_cost_buckets_are_monotone_fine_and_bounded():
+    costs = torch.tensor([0, 1, 2, 3, 15, 16, 17, 1000, 1040, 1100, 2**31 - 1], dtype=torch.int32)
+    buckets = cost_buckets(costs)
+    assert buckets[0] == 0 and torch.all(buckets[1:] >= 1)
+    assert torch.all(buckets[1:] >= buckets[:-1])
+    assert int(buckets.max()) < constants.BUCKET_COUNT
+    assert buckets[1] != buckets[2] != buckets[3]  # small costs are exact
+    wide = torch.arange(1, 200_000, 7, dtype=torch.int32)
+    b = cost_buckets(wide)
+    for bucket in b.unique()[::97]:  # items in one bucket differ by less than 2^(1/16)
+        members = wide[b == bucket]
+        assert float(members.max()) / float(members.min()) < 2 ** (1 / 16) + 1e-9
+
+
+def test_predicted_costs_take_the_previous_stop_depth():
+    workloads = torch.tensor([100, 100, 0, 5, 50], dtype=torch.int32)
+    depth = torch.tensor([40, 300, 10, 0, 50], dtype=torch.int32)
+    assert predicted_costs(workloads, depth).tolist() == [40, 100, 0, 1, 50]
+    assert predicted_costs(workloads, None) is workloads
+
+
+def test_head_holds_every_nonempty_item_when_it_fits():
+    costs = torch.tensor([0, 5, 9, 0, 2], dtype=torch.int32)
+    assert head_count(costs, 100) == (3, 3)
+
+
+def test_head_is_whole_buckets_from_the_top_when_items_are_many():
+    g = torch.Generator().manual_seed(1)
+    costs = (torch.rand(20_000, generator=g) ** 6 * 50_000).to(torch.int32) + 1
+    head, nonempty = head_count(costs, 100)
+    assert nonempty == 20_000 and 101 <= head <= constants.HEAD_CAPACITY
+    buckets = cost_buckets(torch.sort(costs, descending=True).values)
+    assert buckets[head - 1] != buckets[head]  # the head ends at a bucket boundary
+
+
+def test_head_of_a_flat_frame_can_be_empty():
+    costs = torch.full((5000,), 100, dtype=torch.int32)  # one bucket larger than the head capacity
+    assert head_count(costs, 100) == (0, 5000)
+    choice = choose_chunking(torch.sort(costs, descending=True).values[:1], 5000 * 100.0, 256, LPTConfig(),
+                             head=0, nonempty=5000)
+    assert choice.chunked_tiles == 0
 
 
 def test_estimated_cost_by_hand():
     # N = [100, 10, 10, 10], N_total = 130, K = 4, k = 4, lambda = 2, beta = 0.5
     costs = estimated_cost(torch.tensor([100, 10, 10, 10]), 130, 4, 4, 2.0, 0.5)
-    # h = 0: l = 100 -> max(32.5, 100) + 50 = 150
-    assert costs[0].item() == pytest.approx(150.0)
-    # h = 1: l = max(25, 10) = 25; avg = (130 + 8) / 4 = 34.5 -> 34.5 + 12.5
-    assert costs[1].item() == pytest.approx(47.0)
-    # h = 4: l = max(25, 0) = 25; avg = (130 + 32) / 4 = 40.5 -> 40.5 + 12.5
-    assert costs[4].item() == pytest.approx(53.0)
+    assert costs[0].item() == pytest.approx(150.0)  # h = 0: l = 100 -> max(32.5, 100) + 50
+    assert costs[1].item() == pytest.approx(47.0)  # h = 1: l = max(25, 10); avg = (130 + 8) / 4 = 34.5
+    assert costs[4].item() == pytest.approx(53.0)  # h = 4: l = max(25, 0); avg = (130 + 32) / 4 = 40.5
 
 
 def test_flat_distribution_is_not_chunked():
     counts = torch.full((1000,), 50)
     choice = choose_chunking(counts, 50_000.0, 256, LPTConfig())
-    assert choice.chunked_tiles == 0 and choice.chunk_count == 1
+    assert choice.chunked_tiles == 0 and choice.chunk_count == 1 and choice.wanted_chunk_units == 0
     assert choice.predicted_cost == choice.predicted_cost_lpt
 
 
-def test_single_dominant_tile_is_chunked():
+def test_single_dominant_tile_is_chunked_deeply():
     counts = torch.cat([torch.tensor([20_000]), torch.full((999,), 50)])
-    total = float(counts.sum())
-    choice = choose_chunking(counts, total, 256, LPTConfig())
+    choice = choose_chunking(counts, float(counts.sum()), 256, LPTConfig())
     assert choice.chunked_tiles >= 1
-    assert choice.chunk_count == 16  # the deepest chunking shortens the critical path most
+    assert choice.chunk_count == 64  # the deepest chunking shortens the critical path most
     assert choice.predicted_cost <= 0.9 * choice.predicted_cost_lpt
 
 
@@ -82,57 +137,59 @@ def test_overhead_lambda_limits_chunked_tiles():
     cheap = choose_chunking(counts, total, 200, LPTConfig(overhead_lambda=0.0))
     costly = choose_chunking(counts, total, 200, LPTConfig(overhead_lambda=5_000.0))
     assert cheap.chunked_tiles >= 10
-    # a high per-chunk overhead buys fewer chunks in all
     assert costly.chunked_tiles * costly.chunk_count < cheap.chunked_tiles * cheap.chunk_count
 
 
-def test_plan_modes():
+def test_capacity_bounds_h_times_k_and_reports_what_was_wanted():
+    counts = torch.cat([torch.full((10,), 10_000), torch.full((990,), 10)])
+    config = LPTConfig(overhead_lambda=0.0)
+    unbounded = choose_chunking(counts, float(counts.sum()), 1000, config)
+    bounded = choose_chunking(counts, float(counts.sum()), 1000, config, capacity=64)
+    assert unbounded.chunked_tiles * unbounded.chunk_count > 64
+    assert (bounded.chunked_tiles, bounded.chunk_count) == (10, 4)  # the deepest k that still fits
+    assert bounded.wanted_chunk_units == unbounded.chunked_tiles * unbounded.chunk_count
+    nothing = choose_chunking(counts, float(counts.sum()), 1000, config, capacity=0)
+    assert nothing.chunked_tiles == 0 and nothing.wanted_chunk_units > 0
+
+
+def test_plan_schedule_modes():
     counts = [0] * 50 + [1000] + [10] * 49
     offsets, n = offsets_for(counts, (1, 10, 10))
-    lpt_plan = plan_frame(offsets, n, 16, LPTConfig(mode="lpt"))
-    lpt = lpt_plan.report()
-    assert lpt["chunked_tiles"] == 0 and lpt["max_workload"] == 1000 and lpt["total_workload"] == n
-    assert lpt["imbalance"] == pytest.approx(1000 / (n / 16))
-    assert int(lpt_plan.lpt_order[0]) == 50 and lpt_plan.chunk_capacity == 0
-    chunk_plan = plan_frame(offsets, n, 16, LPTConfig(mode="chunk", chunk_count=4))
-    chunk = chunk_plan.report()
-    assert (chunk["chunked_tiles"], chunk["chunk_count"]) == (50, 4)  # every non-empty tile
-    assert chunk_plan.chunk_capacity == 200 and chunk_plan.saturation_flags[:50].tolist() == [4] * 50
-    fixed = plan_frame(offsets, n, 16, LPTConfig(mode="fixed", heavy_ratio=0.1, chunk_count=8)).report()
-    assert (fixed["chunked_tiles"], fixed["chunk_count"]) == (5, 8)
-    auto = plan_frame(offsets, n, 16, LPTConfig(mode="auto")).report()
-    assert auto["chunked_tiles"] >= 1 and auto["predicted_cost"] <= 0.9 * auto["predicted_cost_lpt"]
-    blocked = plan_frame(offsets, n, 16, LPTConfig(mode="auto"), chunking_allowed=False,
-                         chunking_disabled_reason="why").report()
-    assert blocked["chunked_tiles"] == 0 and blocked["chunking_disabled_reason"] == "why"
+    config = LPTConfig()
+    lpt = plan_schedule(offsets, n, 16, config, mode="lpt")
+    assert lpt.choice.chunked_tiles == 0 and lpt.max_cost == 1000 and lpt.total_workload == n
+    assert int(lpt.lpt_order[0]) == 50 and lpt.nonempty == 50 and lpt.head == 50
+    chunk = plan_schedule(offsets, n, 16, config.replace(mode="chunk", chunk_count=4))
+    assert (chunk.choice.chunked_tiles, chunk.choice.chunk_count) == (50, 4)  # every non-empty tile
+    limited = plan_schedule(offsets, n, 16, config.replace(mode="chunk", chunk_count=4), capacity=40)
+    assert (limited.choice.chunked_tiles, limited.choice.wanted_chunk_units) == (10, 200)
+    fixed = plan_schedule(offsets, n, 16, config.replace(mode="fixed", heavy_ratio=0.1, chunk_count=8))
+    assert (fixed.choice.chunked_tiles, fixed.choice.chunk_count) == (5, 8)
+    auto = plan_schedule(offsets, n, 16, config)
+    assert auto.choice.chunked_tiles >= 1 and auto.choice.predicted_cost <= 0.9 * auto.choice.predicted_cost_lpt
 
 
-def test_plan_report_keys():
-    offsets, n = offsets_for([4, 4, 4, 4], (1, 2, 2))
-    report = plan_frame(offsets, n, 8, LPTConfig()).report()
-    assert set(report) >= {"mode", "concurrent_ctas", "imbalance", "chunked_tiles", "chunk_count",
-                           "predicted_cost", "predicted_cost_lpt", "total_workload", "max_workload"}
-    assert report["imbalance"] == pytest.approx(4 / (16 / 8))
+def test_plan_schedule_with_saturation_feedback_orders_by_predicted_cost():
+    offsets, n = offsets_for([1000, 600, 10, 10], (1, 2, 2))
+    depth = torch.tensor([50, 600, 10, 10], dtype=torch.int32)  # the first tile saturated early last frame
+    plan = plan_schedule(offsets, n, 4, LPTConfig(mode="lpt"), previous_depth=depth)
+    assert plan.lpt_order.tolist()[:2] == [1, 0] and plan.total_cost == 670 and plan.total_workload == n
+
+
+def test_invalid_offsets_are_flagged_and_never_chunked():
+    offsets = torch.tensor([0, 500, 100, 600], dtype=torch.int32).reshape(1, 2, 2)
+    plan = plan_schedule(offsets, 700, 4, LPTConfig(mode="chunk", chunk_count=4))
+    assert plan.error and plan.choice.chunked_tiles == 0
 
 
 def test_plan_with_no_intersections():
     offsets = torch.zeros((2, 3, 3), dtype=torch.int32)
     for mode in ("lpt", "auto", "chunk"):
-        plan = plan_frame(offsets, 0, 8, LPTConfig(mode=mode))
-        report = plan.report()
-        assert report["chunked_tiles"] == 0 and report["imbalance"] == 0.0 and plan.num_items == 18
+        plan = plan_schedule(offsets, 0, 8, LPTConfig(mode=mode))
+        assert plan.choice.chunked_tiles == 0 and plan.nonempty == 0 and plan.max_cost == 0
 
 
-def test_max_chunks_bounds_h_times_k():
-    counts = torch.cat([torch.full((10,), 10_000), torch.full((990,), 10)])
-    unbounded = choose_chunking(counts, float(counts.sum()), 1000, LPTConfig(overhead_lambda=0.0))
-    bounded = choose_chunking(counts, float(counts.sum()), 1000, LPTConfig(overhead_lambda=0.0, max_chunks=64))
-    assert unbounded.chunked_tiles * unbounded.chunk_count > 64
-    assert (bounded.chunked_tiles, bounded.chunk_count) == (10, 4)  # the deepest k that still fits
-
-
-def test_masked_total_excludes_masked_tiles():
-    offsets, n = offsets_for([10, 20, 30, 40], (1, 2, 2))
-    masks = torch.tensor([[[True, False], [True, True]]])
-    report = plan_frame(offsets, n, 4, LPTConfig(mode="lpt"), masks=masks).report()
-    assert report["total_workload"] == 80 and report["max_workload"] == 40
+def test_fixed_mode_takes_ceil_of_rho():
+    offsets, n = offsets_for([5] * 33 + [0] * 7, (1, 5, 8))
+    plan = plan_schedule(offsets, n, 8, LPTConfig(mode="fixed", heavy_ratio=0.1, chunk_count=2))
+    assert plan.choice.chunked_tiles == math.ceil(0.1 * 33)

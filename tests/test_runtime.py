@@ -1,26 +1,142 @@
-"""Runtime pieces that do not need a GPU: where the kernel sources are, and the CuPy error."""
+"""Runtime pieces that need no GPU: kernel sources, the constants block, struct layouts, the variant
+records, and (where nvcc is installed) a compile of every kernel source with the layout checks."""
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
+import shutil
+import subprocess
 
 import pytest
 
-from gsplat_lpt import runtime
+from gsplat_lpt import constants, layouts, runtime
+from gsplat_lpt.variants import VARIANTS
 
 
 def test_kernel_sources_are_found():
     directory = runtime.kernel_dir()
-    for name in ("scheduling.cuh", "frame_plan.cu", *runtime.VARIANT_SOURCES.values()):
+    for name in ("lpt_core.cuh", "plan.cu", *(v.kernel_source for v in VARIANTS.values())):
         assert (directory / name).is_file(), name
 
 
-def test_every_variant_has_its_shared_memory_size():
-    assert set(runtime.VARIANT_SOURCES) == set(runtime.VARIANT_STAGED_BYTES)
-    assert runtime.shared_bytes("3dgs", 256) == 256 * (4 + 24)
+def test_constants_block_defines_every_shared_number():
+    header = constants.cuda_header()
+    for name in constants.SCHEDULE_WORDS:
+        assert f"#define LPT_WORD_{name.upper()} {constants.SCHEDULE[name]}\n" in header
+    assert "#define LPT_ALPHA_THRESHOLD (1.f / 255.f)" in header
+    assert f"#define LPT_HEAD_CAPACITY {constants.HEAD_CAPACITY}" in header
+    assert len(constants.SCHEDULE_WORDS) <= constants.SCHEDULE_SIZE
+    # the kernels spell no schedule index themselves: every word they use comes from the block
+    core = (runtime.kernel_dir() / "lpt_core.cuh").read_text() + (runtime.kernel_dir() / "plan.cu").read_text()
+    assert "schedule[0]" not in core and "schedule[1]" not in core
+
+
+def test_layout_checks_and_probe_cover_every_field():
+    checks = layouts.layout_checks("lpt::FrameArgs", layouts.FrameArgs)
+    assert f"sizeof(lpt::FrameArgs) == {ctypes.sizeof(layouts.FrameArgs)}" in checks
+    structs = (("lpt::FrameArgs", layouts.FrameArgs), ("lpt::PlanArgs", layouts.PlanArgs))
+    probe = layouts.layout_probe("probe", structs)
+    expected = layouts.expected_offsets(structs)
+    assert len(expected) == len(layouts.FrameArgs._fields_) + len(layouts.PlanArgs._fields_)
+    for index, (name, offset) in enumerate(expected):
+        field = name.split("::")[-1]
+        assert f"offsets[{index}] = (long long)((const char*)&probe->{field} - (const char*)probe);" in probe
+    assert dict(expected)["lpt::PlanArgs::chunk_counts"] == layouts.PlanArgs.chunk_counts.offset
+
+
+def test_variant_records_are_complete():
+    assert set(VARIANTS) >= {"rasterize_to_pixels"}
+    for function, variant in VARIANTS.items():
+        assert variant.gsplat_function == function
+        assert variant.staged_bytes % 16 == 0  # staged batches are 16-byte aligned
+        assert {"render_colors", "render_alphas"} <= {o.name for o in variant.outputs}
+        assert [name for name, _ in variant.kernel_structs()] == [
+            "lpt::FrameArgs", f"{variant.traits}::Params", f"{variant.traits}::Outputs"]
+        assert f"sizeof({variant.traits}::Staged) == {variant.staged_bytes}" in variant.extra_checks()
+
+
+def test_blend_shared_bytes_formula():
+    # one batch of MAX_BATCH staged Gaussians, their (id, list position), a byte-index list per warp
+    assert runtime.blend_shared_bytes(32, 256) == 256 * 32 + 256 * 8 + 8 * 256
+    assert runtime.blend_shared_bytes(32, 1024) == 256 * 32 + 256 * 8 + 32 * 256
+    assert runtime.blend_shared_bytes(32, 64) == 256 * 32 + 256 * 8 + 2 * 256
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed here")
 def test_missing_cupy_is_a_clear_error():
     with pytest.raises(RuntimeError, match=r"needs CuPy.*pip install 'gsplat-lpt\[cuda12\]'"):
         runtime.import_cupy()
+
+
+def _nvcc_compile(source: str, tmp_path) -> subprocess.CompletedProcess:
+    path = tmp_path / "kernel.cu"
+    path.write_text(source)
+    return subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", f"-I{runtime.kernel_dir()}", str(path),
+                           "-o", str(tmp_path / "kernel.cubin")], capture_output=True, text=True, timeout=300)
+
+
+def _instantiations(variant, channels=3, threads=256) -> str:
+    return variant.export_line(channels, threads)
+
+
+nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+@nvcc
+@pytest.mark.parametrize("function", sorted(VARIANTS))
+def test_every_variant_compiles_with_its_layout_checks(function, tmp_path):
+    variant = VARIANTS[function]
+    if variant.compile_backend != "nvrtc":
+        pytest.skip("compiled with nvcc and gsplat's headers at run time")
+    source = runtime.kernel_source(variant.kernel_source, variant.kernel_structs(), variant.extra_checks()) \
+        + _instantiations(variant)
+    result = _nvcc_compile(source, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+@nvcc
+def test_plan_kernels_compile(tmp_path):
+    result = _nvcc_compile(runtime.kernel_source("plan.cu", (("lpt::PlanArgs", layouts.PlanArgs),)), tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+@nvcc
+def test_a_layout_that_drifts_is_a_compile_error(tmp_path):
+    class Shifted(ctypes.Structure):  # FrameArgs with one field missing on the host side
+        _fields_ = layouts.FrameArgs._fields_[1:]
+
+    variant = VARIANTS["rasterize_to_pixels"]
+    source = runtime.kernel_source(variant.kernel_source, (("lpt::FrameArgs", Shifted),))
+    result = _nvcc_compile(source, tmp_path)
+    assert result.returncode != 0 and "differs from its host twin" in result.stderr
+
+
+def _nvrtc():
+    """CuPy's NVRTC bindings where the library loads (compiles without a GPU), else None."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+        return nvrtc
+    except Exception:
+        return None
+
+
+@pytest.mark.skipif(_nvrtc() is None, reason="NVRTC (CuPy with its CUDA runtime compiler) is not available")
+@pytest.mark.parametrize("source", ["plan.cu", *sorted({v.kernel_source for v in VARIANTS.values()
+                                                        if v.compile_backend == "nvrtc"})])
+def test_sources_compile_with_nvrtc_as_the_runtime_does(source):
+    """NVRTC has no standard headers: what nvcc accepts it may not (INFINITY, offsetof, <cmath>, ...)."""
+    nvrtc = _nvrtc()
+    if source == "plan.cu":
+        text = runtime.kernel_source(source, (("lpt::PlanArgs", layouts.PlanArgs),))
+    else:
+        variant = next(v for v in VARIANTS.values() if v.kernel_source == source)
+        exports = "".join(variant.export_line(c, t) for c, t in ((3, 256), (1, 64), (32, 1024)))
+        text = runtime.kernel_source(source, variant.kernel_structs(), variant.extra_checks() + exports)
+    program = nvrtc.createProgram(text, source, [], [])
+    try:
+        nvrtc.compileProgram(program, ["-std=c++17", f"-I{runtime.kernel_dir()}", "-arch=compute_90"])
+    except Exception:
+        pytest.fail(nvrtc.getProgramLog(program)[:3000])

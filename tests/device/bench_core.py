@@ -1,8 +1,12 @@
-"""Core benchmark on a GPU: alpha-blending time of every mode on a ladder of synthetic frames whose
-imbalance (max tile / (N_total / K)) spans balanced to severe. Timed as the BRIEF says: the whole
-rasterize_to_pixels call, CUDA events, warm-up, median of >= 20 runs, modes interleaved.
+"""Core benchmark on a GPU: the whole `rasterize_to_pixels` call of gsplat's kernel and of our modes, per frame,
+CUDA events, warm-up, median of >= 21 runs, modes interleaved in one process; plus what each frame's plan
+costs on the GPU (kernel time from the profiler), the host time of a call while the GPU is busy, and the
+share of Gaussian-warp pairs the cull bound drops.
 
-    python3 tests/device/bench_core.py --out DIR
+Runs against whichever gsplat_lpt is first on sys.path (an older checkout too: features it lacks are skipped),
+so that one device call can measure before and after side by side:
+
+    python3 tests/device/bench_core.py --out DIR [--frames ladder bonsai garden] [--fixed-grid]
 """
 
 from __future__ import annotations
@@ -10,53 +14,99 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import statistics
+import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
+import gsplat_lpt
 from gsplat_lpt import LPTConfig
-from gsplat_lpt.frame import BlendInputs
-from gsplat_lpt.timing import median_ms, time_interleaved
+
+NEW_CORE = hasattr(gsplat_lpt, "rasterizer_for")
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def ladder_frame(heavy: int, seed: int = 0, width: int = 1920, height: int = 1080, background: int = 400_000) -> BlendInputs:
-    """A 1080p frame: `background` Gaussians spread over the image (balanced work) plus `heavy` small,
-    semi-transparent Gaussians far away in a few tiles (the long tail near a vanishing point)."""
+def data_dir() -> Path:
+    for candidate in (os.environ.get("GSPLAT_LPT_DATA"), ROOT / ".data", ROOT.parent / "shared" / "data"):
+        if candidate and (Path(candidate) / "bonsai-7k-mini.splat").is_file():
+            return Path(candidate)
+    raise SystemExit("bonsai-7k-mini.splat not found: set GSPLAT_LPT_DATA")
+
+
+def project(means, quats, scales, opacities, colors, viewmats, Ks, width, height, tile_size=16):
+    """gsplat's projection and tiling: the arguments of rasterize_to_pixels for one frame."""
     from gsplat.cuda._wrapper import fully_fused_projection, isect_offset_encode, isect_tiles
 
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    focal = 1100.0
-    depth = torch.rand(background, generator=g) * 30 + 5
-    u = torch.rand(background, generator=g) * width
-    v = torch.rand(background, generator=g) * height
-    means = torch.stack([(u - width / 2) * depth / focal, (v - height / 2) * depth / focal, depth], -1)
-    scales = (torch.rand(background, 3, generator=g) * 0.02 + 0.005) * depth[:, None] / 10
-    opacities = torch.rand(background, generator=g) * 0.5 + 0.1
-    if heavy:
-        # a 3 x 2 tile patch around one point: tiny, low-opacity Gaussians stacked in depth
-        centre_u, centre_v = width * 0.55, height * 0.45
-        hu = centre_u + (torch.rand(heavy, generator=g) - 0.5) * 40
-        hv = centre_v + (torch.rand(heavy, generator=g) - 0.5) * 24
-        hd = torch.rand(heavy, generator=g) * 60 + 40
-        heavy_means = torch.stack([(hu - width / 2) * hd / focal, (hv - height / 2) * hd / focal, hd], -1)
-        means = torch.cat([means, heavy_means])
-        scales = torch.cat([scales, torch.full((heavy, 3), 0.01) * hd[:, None] / 40])
-        opacities = torch.cat([opacities, torch.rand(heavy, generator=g) * 0.04 + 0.01])
-    n = means.shape[0]
-    quats = torch.nn.functional.normalize(torch.randn(n, 4, generator=g), dim=-1)
-    colors = torch.rand(1, n, 3, generator=g)
-    means, quats, scales, opacities, colors = (t.cuda() for t in (means, quats, scales, opacities, colors))
-    viewmats = torch.eye(4, device="cuda")[None]
-    Ks = torch.tensor([[focal, 0, width / 2], [0, focal, height / 2], [0, 0, 1]], device="cuda")[None]
+    C = viewmats.shape[0]
     radii, means2d, depths, conics, _ = fully_fused_projection(
         means, None, quats, scales, viewmats, Ks, width, height, packed=False, opacities=opacities)
-    tile_size = 16
     tile_width, tile_height = math.ceil(width / tile_size), math.ceil(height / tile_size)
     _, isect_ids, flatten_ids = isect_tiles(means2d, radii, depths, tile_size, tile_width, tile_height)
-    offsets = isect_offset_encode(isect_ids, 1, tile_width, tile_height)
-    return BlendInputs(means2d, conics, colors, opacities[None].contiguous(), width, height, tile_size, offsets,
-                       flatten_ids, torch.zeros(1, 3, device="cuda"))
+    offsets = isect_offset_encode(isect_ids, C, tile_width, tile_height)
+    colors = colors[None].expand(C, *colors.shape).contiguous() if colors.dim() == 2 else colors
+    return dict(means2d=means2d.contiguous(), conics=conics.contiguous(), colors=colors,
+                opacities=opacities[None].expand(C, -1).contiguous(), image_width=width, image_height=height,
+                tile_size=tile_size, isect_offsets=offsets, flatten_ids=flatten_ids)
+
+
+def ladder_frames(names):
+    try:
+        from gsplat_lpt.scenes import make_scene
+    except ImportError:
+        from gsplat_lpt.scenes.builtin import make_scene
+    for name in names:
+        scene = make_scene(name, frames=1).to("cuda")
+        viewmats, Ks = scene.frame_cameras(0)
+        yield f"ladder:{name}", project(scene.means, scene.quats, scene.scales, scene.opacities, scene.colors,
+                                        viewmats, Ks, scene.width, scene.height)
+
+
+def look_at(eye, target):
+    eye, target = np.asarray(eye, np.float32), np.asarray(target, np.float32)
+    forward = target - eye
+    forward /= np.linalg.norm(forward)
+    right = np.cross(forward, np.array([0, -1, 0], np.float32))
+    right /= np.linalg.norm(right)
+    down = np.cross(forward, right)
+    c2w = np.eye(4, dtype=np.float32)
+    c2w[:3, 0], c2w[:3, 1], c2w[:3, 2], c2w[:3, 3] = right, down, forward, eye
+    return torch.from_numpy(np.linalg.inv(c2w))
+
+
+def bonsai_frame(views=4, width=1920, height=1080):
+    raw = np.fromfile(data_dir() / "bonsai-7k-mini.splat", dtype=np.uint8).reshape(-1, 32)
+    floats = raw[:, :24].copy().view(np.float32).reshape(-1, 6)
+    rgba = raw[:, 24:28].astype(np.float32) / 255.0
+    quats = (raw[:, 28:32].astype(np.float32) - 128.0) / 128.0
+    quats /= np.linalg.norm(quats, axis=1, keepdims=True)
+    to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()  # noqa: E731
+    means, scales, opacities, colors = to(floats[:, :3]), to(floats[:, 3:6]), to(rgba[:, 3]), to(rgba[:, :3])
+    centre = means.median(dim=0).values.cpu().numpy()
+    angles = np.linspace(0, 2 * np.pi, views, endpoint=False)
+    viewmats = torch.stack([look_at(centre + np.array([2.2 * math.cos(a), -0.8, 2.2 * math.sin(a)]), centre)
+                            for a in angles]).cuda()
+    focal = 0.9 * width
+    Ks = torch.tensor([[focal, 0, width / 2], [0, focal, height / 2], [0, 0, 1.0]]).repeat(views, 1, 1).cuda()
+    return "bonsai (4-view orbit)", project(means, to(quats), scales, opacities, colors, viewmats, Ks, width, height)
+
+
+def garden_frame():
+    data = np.load(data_dir() / "test_garden.npz")
+    means = torch.from_numpy(data["means3d"]).float().cuda()
+    n = means.shape[0]
+    g = torch.Generator(device="cpu").manual_seed(42)
+    quats = torch.nn.functional.normalize(torch.randn(n, 4, generator=g), dim=-1).cuda()
+    scales = (torch.rand(n, 3, generator=g) * 0.02).cuda()
+    opacities = torch.rand(n, generator=g).cuda()
+    colors = torch.from_numpy(data["colors"]).float().cuda() / 255.0
+    viewmats = torch.from_numpy(data["viewmats"]).float().cuda()
+    Ks = torch.from_numpy(data["Ks"]).float().cuda()
+    return "garden (3 real cameras)", project(means, quats, scales, opacities, colors, viewmats, Ks,
+                                              int(data["width"]), int(data["height"]))
 
 
 def psnr(a, b) -> float:
@@ -64,84 +114,154 @@ def psnr(a, b) -> float:
     return math.inf if mse == 0 else 10 * math.log10(1.0 / mse)
 
 
-FIXED_GRID = [(rho, k) for rho in (0.0005, 0.002, 0.01, 0.05) for k in (2, 4, 8, 16)]
+def time_interleaved(variants, repeats, warmup=3):
+    for _ in range(warmup):
+        for fn in variants.values():
+            fn()
+    torch.cuda.synchronize()
+    times = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, fn in variants.items():
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
+            times[name].append(start.elapsed_time(stop))
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
-def measure(frame: BlendInputs, repeats: int, fixed_grid: bool) -> dict:
-    configs = {"lpt": LPTConfig(mode="lpt"), "chunk": LPTConfig(mode="chunk", chunk_count=8), "auto": LPTConfig()}
+def host_us(fn, calls=50) -> float:
+    """CPU time of one call while the GPU is busy with earlier work (the call never waits for it)."""
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(4e8))  # ~0.2 s of GPU time ahead of the calls
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = (time.perf_counter() - start) * 1e6 / calls
+    torch.cuda.synchronize()
+    return elapsed
+
+
+def kernel_us(fn, names, calls=20):
+    """GPU time per call of the kernels whose name contains one of `names` (profiler, CUPTI)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    total = 0.0
+    for event in prof.key_averages():
+        if any(name in event.key for name in names):
+            total += event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
+    return total / calls
+
+
+def culled_share(frame) -> float:
+    """Share of (Gaussian, warp) pairs of the frame that the cull bound drops (16 x 16 tiles, 8 warps)."""
+    from gsplat_lpt.reference import may_contribute
+
+    offsets = frame["isect_offsets"].reshape(-1).long()
+    ids = frame["flatten_ids"].long()
+    n = ids.numel()
+    if n == 0:
+        return 0.0
+    tile_of = torch.repeat_interleave(torch.arange(offsets.numel(), device="cuda"),
+                                      torch.diff(torch.cat([offsets, torch.tensor([n], device="cuda")])))
+    tiles = frame["isect_offsets"].shape[-1] * frame["isect_offsets"].shape[-2]
+    tile = tile_of % tiles
+    tx, ty = (tile % frame["isect_offsets"].shape[-1]).float() * 16, (tile // frame["isect_offsets"].shape[-1]).float() * 16
+    means2d = frame["means2d"].reshape(-1, 2)[ids]
+    conics = frame["conics"].reshape(-1, 3)[ids]
+    opacities = frame["opacities"].reshape(-1)[ids]
+    dropped = 0
+    for warp in range(8):
+        # the bound per pair, with its box shifted: means relative to the tile origin
+        local = means2d - torch.stack([tx, ty], -1)
+        box = (0.5, 15.5, 2 * warp + 0.5, 2 * warp + 1.5)
+        dropped += int((~may_contribute(local, conics, opacities, box)).sum())
+    return dropped / (8 * n)
+
+
+def measure(name, frame, repeats, fixed_grid):
+    from gsplat_lpt.hook import original
+
+    gsplat_blend = original("rasterize_to_pixels")
+    configs = {"lpt": LPTConfig(mode="lpt"), "auto": LPTConfig(mode="auto")}
+    if NEW_CORE:
+        configs["lpt-nocull"] = LPTConfig(mode="lpt", cull=False)
+        configs["auto-nofeedback"] = LPTConfig(mode="auto", saturation_feedback=False)
+    grid_k = (4, 8, 16, 32, 64) if NEW_CORE else (4, 8, 16)
     if fixed_grid:
-        for rho, k in FIXED_GRID:
-            configs[f"fixed({rho},{k})"] = LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
-    variants = {"vanilla": lambda: frame.blend("vanilla")}
-    for name, config in configs.items():
-        variants[name] = (lambda c=config: frame.blend(c.mode, c))
-    times = time_interleaved(variants, repeats=repeats, warmup=3)
-    # back-to-back calls without a sync in between: what a render loop whose CPU runs ahead sees
-    pipelined = {}
-    for name in ("vanilla", "lpt", "auto"):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        host_start = time.perf_counter()
-        for _ in range(repeats):
-            variants[name]()
-        host_ms = (time.perf_counter() - host_start) * 1000 / repeats
-        stop.record()
-        stop.synchronize()
-        pipelined[name] = start.elapsed_time(stop) / repeats
-        pipelined[name + "_host"] = host_ms
-    reference, _ = frame.blend("vanilla")
-    row = {"n_isects": frame.flatten_ids.numel()}
-    for name, config in configs.items():
-        colors, _, stats = frame.blend_with_stats(config.mode, config)
-        row[name] = {"ms": median_ms(times[name]), "psnr": psnr(colors, reference), "h": stats["chunked_tiles"],
-                     "k": stats["chunk_count"]}
-        row["imbalance"] = stats["imbalance"]
-        row["K"] = stats["concurrent_ctas"]
-    row["vanilla"] = {"ms": median_ms(times["vanilla"])}
-    row["pipelined_ms"] = pipelined
-    # what the plan (sort + policy, one sync) costs alone
-    from gsplat_lpt.plan import plan_frame
-
-    plan_times = time_interleaved({"plan": lambda: plan_frame(frame.isect_offsets, frame.flatten_ids.numel(),
-                                                              row["K"], LPTConfig())}, repeats=repeats)
-    row["plan_ms"] = median_ms(plan_times["plan"])
+        for rho in (0.001, 0.005, 0.02, 0.05):
+            for k in grid_k:
+                configs[f"fixed({rho},{k})"] = LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
+    variants = {"vanilla": lambda: gsplat_blend(**frame)}
+    for label, config in configs.items():
+        variants[label] = (lambda c=config: gsplat_lpt.rasterize_to_pixels(**frame, config=c))
+    if NEW_CORE:  # the first auto frames size the partial buffers and learn the stop depths
+        for _ in range(3):
+            variants["auto"]()
+    ms = time_interleaved(variants, repeats)
+    reference, _ = gsplat_blend(**frame)
+    row = {"frame": name, "n_isects": frame["flatten_ids"].numel(), "vanilla_ms": ms["vanilla"], "modes": {}}
+    for label, config in configs.items():
+        colors, _, stats = gsplat_lpt.rasterize_to_pixels(**frame, config=config, return_stats=True)
+        row["modes"][label] = {"ms": ms[label], "psnr": psnr(colors, reference), "h": stats["chunked_tiles"],
+                               "k": stats["chunk_count"]}
+        if label == "lpt":
+            row["imbalance"] = stats["imbalance"]
+            row["K"] = stats["concurrent_ctas"]
     if fixed_grid:
-        best = min((n for n in configs if n.startswith("fixed")), key=lambda n: row[n]["ms"])
-        row["best_fixed"] = {"name": best, **row[best]}
+        best = min((label for label in configs if label.startswith("fixed")), key=lambda label: ms[label])
+        row["best_fixed"] = {"name": best, "ms": ms[best]}
+    row["host_us"] = {"vanilla": host_us(variants["vanilla"]), "lpt": host_us(variants["lpt"]),
+                      "auto": host_us(variants["auto"])}
+    plan_kernels = ("plan_costs", "plan_order") if NEW_CORE else ("plan_frame_fused", "tile_workloads",
+                                                                  "choose_chunking", "radixSort", "RadixSort")
+    row["plan_gpu_us"] = kernel_us(variants["auto"], plan_kernels)
+    row["blend_gpu_us"] = {"vanilla": kernel_us(variants["vanilla"], ("rasterize_to_pixels",)),
+                           "lpt": kernel_us(variants["lpt"], ("lpt_persistent_blend",))}
+    if NEW_CORE:
+        row["culled_share"] = culled_share(frame)
     return row
-
-
-def pipelined_text(row: dict) -> str:
-    return "/".join(f"{row['pipelined_ms'][mode]:.3f}" for mode in ("vanilla", "lpt", "auto"))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, default=Path("out"))
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
+    parser.add_argument("--tag", default="new" if NEW_CORE else "baseline")
     parser.add_argument("--repeats", type=int, default=21)
-    parser.add_argument("--heavy", type=int, nargs="*", default=[0, 20_000, 60_000, 150_000, 400_000, 1_000_000])
+    parser.add_argument("--ladder", nargs="*", default=["balanced", "mild", "moderate", "street", "severe", "extreme",
+                                                         "rig"])
+    parser.add_argument("--real", nargs="*", default=["bonsai", "garden"])
     parser.add_argument("--fixed-grid", action="store_true")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    frames = list(ladder_frames(args.ladder))
+    frames += [{"bonsai": bonsai_frame, "garden": garden_frame}[name]() for name in args.real]
     rows = []
-    for heavy in args.heavy:
-        frame = ladder_frame(heavy)
-        row = measure(frame, args.repeats, args.fixed_grid)
-        row["heavy"] = heavy
+    for name, frame in frames:
+        row = measure(name, frame, args.repeats, args.fixed_grid)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    (args.out / "bench_core.json").write_text(json.dumps(rows, indent=1))
-    print(f"\n{'heavy':>8} {'imbal':>6} {'K':>5} {'vanilla':>8} {'lpt':>7} {'chunk8':>7} {'auto':>7} {'(h,k)':>9} "
-          f"{'best fixed':>22} {'lpt x':>6} {'auto x':>6} {'psnr':>6} {'plan':>6} {'pipelined v/l/a':>20}")
+    (args.out / f"bench_{args.tag}.json").write_text(json.dumps(rows, indent=1))
+    print(f"\n[{args.tag}] {'frame':<24} {'imbal':>6} {'vanilla':>8} {'lpt':>7} {'auto':>7} {'(h,k)':>9} {'best fixed':>18} "
+          f"{'lpt x':>6} {'auto x':>6} {'psnr':>6} {'plan us':>8} {'host us v/l/a':>16} {'cull':>5}")
     for r in rows:
-        v = r["vanilla"]["ms"]
+        v, modes = r["vanilla_ms"], r["modes"]
         bf = r.get("best_fixed")
         bf_text = f"{bf['name']} {bf['ms']:.3f}" if bf else "-"
-        print(f"{r['heavy']:>8} {r['imbalance']:>6.2f} {r['K']:>5} {v:>8.3f} {r['lpt']['ms']:>7.3f} {r['chunk']['ms']:>7.3f} "
-              f"{r['auto']['ms']:>7.3f} {str((r['auto']['h'], r['auto']['k'])):>9} {bf_text:>22} "
-              f"{v / r['lpt']['ms']:>6.2f} {v / r['auto']['ms']:>6.2f} {min(r['auto']['psnr'], r['chunk']['psnr']):>6.1f} "
-              f"{r['plan_ms']:>6.3f} {pipelined_text(r):>20}")
+        host = "/".join(f"{r['host_us'][m]:.0f}" for m in ("vanilla", "lpt", "auto"))
+        print(f"[{args.tag}] {r['frame']:<24} {r['imbalance']:>6.2f} {v:>8.3f} {modes['lpt']['ms']:>7.3f} "
+              f"{modes['auto']['ms']:>7.3f} {str((modes['auto']['h'], modes['auto']['k'])):>9} {bf_text:>18} "
+              f"{v / modes['lpt']['ms']:>6.2f} {v / modes['auto']['ms']:>6.2f} {modes['auto']['psnr']:>6.1f} "
+              f"{r['plan_gpu_us']:>8.1f} {host:>16} {r.get('culled_share', float('nan')):>5.2f}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Input validation at the boundary (CPU): every bad argument is named in the error."""
+"""The front end on the CPU: every bad argument is named in the error, before any GPU work."""
 
 from __future__ import annotations
 
@@ -7,7 +7,16 @@ import torch
 
 import gsplat_lpt
 from gsplat_lpt import LPTConfig
-from gsplat_lpt.rasterize import LPTInputError, _pad_channels, validate_inputs
+from gsplat_lpt.errors import LPTInputError
+from gsplat_lpt.frontend import pad_channels
+from gsplat_lpt.variants.gaussian3d import Frame3DGS
+
+
+def validate_inputs(means2d, conics, colors, opacities, image_width, image_height, tile_size, isect_offsets,
+                    flatten_ids, backgrounds=None, masks=None, packed=False):
+    """Everything the 3DGS front end checks before it needs a GPU (the device check comes last)."""
+    Frame3DGS(means2d, conics, colors, opacities, backgrounds, masks, image_width, image_height, tile_size,
+           isect_offsets, flatten_ids, packed)
 
 
 def frame(C=1, N=5, D=3, tiles=(2, 3), width=40, height=30, tile_size=16):
@@ -30,7 +39,8 @@ def frame(C=1, N=5, D=3, tiles=(2, 3), width=40, height=30, tile_size=16):
         (dict(isect_offsets=torch.zeros(2, 2, 3, dtype=torch.int32)), "isect_offsets has image dims"),
         (dict(flatten_ids=torch.zeros(2, 2, dtype=torch.int32)), "flatten_ids must be 1-D"),
         (dict(image_width=100), "smaller than the 30x100 image"),
-        (dict(image_height=0), "image_height must be a positive int"),
+        (dict(image_height=0), "image_height must be a positive integer"),
+        (dict(image_width=True), "image_width must be a positive integer"),
         (dict(tile_size=64, isect_offsets=torch.zeros(1, 1, 1, dtype=torch.int32)), "at most 32"),
         (dict(means2d=[[0.0, 0.0]]), "means2d must be a torch.Tensor, got list"),
     ],
@@ -78,15 +88,36 @@ def test_config_type_is_checked():
 
 
 def test_channel_padding_like_gsplat():
-    colors, backgrounds, padding = _pad_channels(torch.ones(2, 5, 6), torch.ones(2, 6))
+    colors, backgrounds, padding = pad_channels(torch.ones(2, 5, 6), torch.ones(2, 6))
     assert padding == 2 and colors.shape == (2, 5, 8) and backgrounds.shape == (2, 8)
     assert torch.all(colors[..., 6:] == 0)
-    colors, backgrounds, padding = _pad_channels(torch.ones(2, 5, 3), None)
+    colors, backgrounds, padding = pad_channels(torch.ones(2, 5, 3), None)
     assert padding == 0 and colors.shape == (2, 5, 3) and backgrounds is None
 
 
-@pytest.mark.parametrize("bad", [dict(mode="fastest"), dict(chunk_count=0), dict(heavy_ratio=1.5),
-                                 dict(chunk_counts=(1, 2)), dict(min_gain=1.0), dict(overhead_lambda=-1.0)])
+@pytest.mark.parametrize("bad", [dict(mode="fastest"), dict(mode="vanilla"), dict(chunk_count=0), dict(heavy_ratio=1.5),
+                                 dict(chunk_counts=(1, 2)), dict(chunk_counts=(2, 4, 8, 16, 32, 64, 3, 5, 6)),
+                                 dict(min_gain=1.0), dict(overhead_lambda=-1.0), dict(max_chunked_tiles=5000)])
 def test_config_validation(bad):
     with pytest.raises(ValueError, match="LPTConfig"):
         LPTConfig(**bad)
+
+
+def test_numpy_integer_sizes_are_accepted_like_gsplat():
+    import numpy as np
+
+    with pytest.raises(LPTInputError, match="on cpu"):  # got past the size checks
+        validate_inputs(**{**frame(), "image_width": np.int64(40), "image_height": np.int32(30),
+                           "tile_size": np.int64(16)})
+
+
+def test_tensors_on_two_devices_are_named():
+    from gsplat_lpt.frontend import require_one_cuda_device
+
+    with pytest.raises(LPTInputError, match="colors is on cpu"):
+        require_one_cuda_device([("means2d", None), ("colors", torch.zeros(1))])
+
+
+def test_vanilla_is_a_backend_not_a_mode():
+    with pytest.raises(ValueError, match="backend='cuda'"):
+        LPTConfig(mode="vanilla")

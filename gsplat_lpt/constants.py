@@ -1,0 +1,105 @@
+"""Every number that Python and the CUDA kernels must agree on, in one place.
+
+The kernels never spell these numbers: `cuda_header()` turns this module into `#define LPT_...` lines
+that the runtime puts in front of every kernel source it compiles (kernels/lpt_core.cuh refuses to
+compile without them). Struct layouts are checked the same way: see `gsplat_lpt.layouts`.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+# gsplat 1.5.3's blending constants (Common.h and the forward kernels): a Gaussian is skipped where its
+# alpha is below 1/255; a pixel stops (exclusive) once T (1 - alpha) would fall to 1e-4 or below.
+# (C expression, Python value): the C side keeps gsplat's spelling so it rounds exactly as gsplat's does.
+ALPHA_THRESHOLD: Tuple[str, float] = ("(1.f / 255.f)", 1.0 / 255.0)
+TRANSMITTANCE_THRESHOLD: Tuple[str, float] = ("1e-4f", 1e-4)
+MAX_ALPHA: Tuple[str, float] = ("0.999f", 0.999)
+
+# Words of the int32 `schedule` array of a workspace (the plan writes h and k; the blending kernels
+# take work from the queue counters; the last CTA out of each kernel resets its counters, so a plan
+# can run again and a frame can be replayed from a CUDA graph).
+SCHEDULE_WORDS = (
+    "lpt_counter",  # next LPT queue position (minus the first K, taken by blockIdx)
+    "lpt_exited",  # CTAs of the persistent kernel that have left its loop
+    "chunk_counter",  # next chunk unit (minus the first grid, taken by blockIdx)
+    "chunk_exited",  # CTAs of the chunk kernel that have left its loop
+    "chunked_tiles",  # h: the first h items of the LPT order are chunked
+    "chunk_count",  # k: depth chunks per chunked item
+    "nonempty_items",  # work items with at least one intersection (masked items count as empty)
+    "head_count",  # leading items of the LPT order that are exactly sorted
+    "wanted_chunk_units",  # h k the policy would have chosen without the partial-buffer capacity
+    "error",  # ERROR_* bits of this frame (written whole by the plan, then or-ed by the blending kernels)
+    "plan_error",  # scratch: error bits the plan's CTAs find, moved to "error" by the last one
+    "plan_arrivals",  # CTAs of a plan kernel that have finished (the last one completes the step)
+    "max_cost",  # largest predicted item cost (N_1 without saturation feedback)
+    "max_cost_scratch",  # scratch of the plan's CTAs, moved to "max_cost" by the last one
+    "finished_kernels",  # blending kernels of the frame that have finished (the last writes the status)
+)
+SCHEDULE = {name: index for index, name in enumerate(SCHEDULE_WORDS)}
+SCHEDULE_SIZE = 16  # words allocated (>= len(SCHEDULE_WORDS))
+
+# Words the persistent kernel copies to mapped host memory when a frame ends, read by the next call
+# without waiting for the GPU: capacity growth and deferred input errors.
+STATUS_WORDS = ("frame_index", "error", "wanted_chunk_units", "chunked_tiles", "chunk_count")
+STATUS = {name: index for index, name in enumerate(STATUS_WORDS)}
+
+# Error bits, set on the GPU, reported by the host (gsplat_lpt.frontend.LPTInputError).
+ERROR_OFFSETS = 1  # isect_offsets decreasing, negative or past the end of flatten_ids
+ERROR_FLATTEN_IDS = 2  # a flatten_ids entry outside [0, number of Gaussian rows)
+ERROR_LAUNCH = 4  # a blending kernel was launched with less shared memory than it needs (a bug)
+ERROR_MESSAGES: Dict[int, str] = {
+    ERROR_OFFSETS: "isect_offsets must be non-decreasing offsets into flatten_ids, as isect_offset_encode makes "
+                   "them (the frame was rendered as NaN)",
+    ERROR_FLATTEN_IDS: "flatten_ids holds an index outside the Gaussian arrays (those entries were skipped)",
+    ERROR_LAUNCH: "a gsplat_lpt kernel was launched with too little shared memory (please report this)",
+}
+
+# Plan modes (kernels/plan.cu): which schedule the policy writes.
+PLAN_MODES = {"lpt": 0, "auto": 1, "chunk": 2, "fixed": 3}
+
+# The plan sorts work items by cost with a counting sort over buckets: costs within one bucket differ
+# by less than 2^(1 / 2^BUCKET_SUB_BITS) (4.4%). The leading items (HEAD_CAPACITY at most) are then
+# sorted exactly (cost descending, item ascending): the policy reads exact costs there, and the set of
+# chunked items is deterministic.
+BUCKET_SUB_BITS = 4
+BUCKET_COUNT = 32 << BUCKET_SUB_BITS  # 31 exponent octaves of an int32 cost + the empty bucket
+HEAD_CAPACITY = 2048
+PLAN_THREADS = 1024  # threads per CTA of the plan kernels, one work item each
+MAX_CHUNK_COUNTS = 8  # candidate k values the auto policy searches
+
+# Blending: at most this many Gaussians are staged per batch (per-warp cull lists index them in a byte).
+MAX_BATCH = 256
+MAX_TILE_SIZE = 32  # 1024 threads per CTA
+
+# Saturation feedback: an item's cost is predicted from the depth (list position) at which the same item
+# of the previous frame stopped; chunk ranges cover the predicted depth times this margin.
+DEPTH_MARGIN = 1.25
+
+
+def cuda_header() -> str:
+    """The `#define` block put in front of every kernel source."""
+    lines = ["// generated from gsplat_lpt/constants.py: do not edit"]
+    lines.append(f"#define LPT_ALPHA_THRESHOLD {ALPHA_THRESHOLD[0]}")
+    lines.append(f"#define LPT_TRANSMITTANCE_THRESHOLD {TRANSMITTANCE_THRESHOLD[0]}")
+    lines.append(f"#define LPT_MAX_ALPHA {MAX_ALPHA[0]}")
+    for name, index in SCHEDULE.items():
+        lines.append(f"#define LPT_WORD_{name.upper()} {index}")
+    lines.append(f"#define LPT_SCHEDULE_SIZE {SCHEDULE_SIZE}")
+    for name, index in STATUS.items():
+        lines.append(f"#define LPT_STATUS_{name.upper()} {index}")
+    lines.append(f"#define LPT_STATUS_WORDS {len(STATUS_WORDS)}")
+    lines.append(f"#define LPT_ERROR_OFFSETS {ERROR_OFFSETS}")
+    lines.append(f"#define LPT_ERROR_FLATTEN_IDS {ERROR_FLATTEN_IDS}")
+    lines.append(f"#define LPT_ERROR_LAUNCH {ERROR_LAUNCH}")
+    for name, value in PLAN_MODES.items():
+        lines.append(f"#define LPT_MODE_{name.upper()} {value}")
+    lines.append(f"#define LPT_BUCKET_SUB_BITS {BUCKET_SUB_BITS}")
+    lines.append(f"#define LPT_BUCKET_COUNT {BUCKET_COUNT}")
+    lines.append(f"#define LPT_HEAD_CAPACITY {HEAD_CAPACITY}")
+    lines.append(f"#define LPT_PLAN_THREADS {PLAN_THREADS}")
+    lines.append(f"#define LPT_MAX_CHUNK_COUNTS {MAX_CHUNK_COUNTS}")
+    lines.append(f"#define LPT_MAX_BATCH {MAX_BATCH}")
+    lines.append(f"#define LPT_DEPTH_MARGIN {DEPTH_MARGIN!r}f")
+    assert len(SCHEDULE_WORDS) <= SCHEDULE_SIZE
+    return "\n".join(lines) + "\n"

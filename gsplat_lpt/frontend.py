@@ -1,0 +1,176 @@
+"""The generic front end every variant goes through: validation at the boundary (one clear error naming
+the argument), gsplat's channel padding, the device guard, then plan and run on the cached Rasterizer,
+and the lazy schedule report. A variant module (gsplat_lpt/variants/) adds only what is its own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from .config import LPTConfig
+from .errors import LPTInputError
+from .runtime import FramePlan, Intersections, rasterizer_for, tiles_of
+
+# Channel counts gsplat's CUDA kernels are instantiated for; others are zero-padded to the next power of two.
+GSPLAT_CHANNELS = (1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256, 257, 512, 513)
+AUTOGRAD_NO_CHUNKING = "autograd: chunked tiles have no exact last_ids for gsplat's backward"
+
+
+def as_size(name: str, value: Any) -> int:
+    """A positive integer as gsplat accepts it (Python or NumPy integers, not bools)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) <= 0:
+        raise LPTInputError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def require_tensor(name: str, value: Any, dtype: torch.dtype) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise LPTInputError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if value.dtype != dtype:
+        raise LPTInputError(f"{name} must have dtype {dtype}, got {value.dtype}")
+    return value
+
+
+def require_shape(name: str, value: Tensor, expected: Tuple[int, ...], meaning: str) -> None:
+    if tuple(value.shape) != tuple(expected):
+        raise LPTInputError(f"{name} has shape {tuple(value.shape)}, expected {tuple(expected)} ({meaning})")
+
+
+def require_one_cuda_device(named: Iterable[Tuple[str, Optional[Tensor]]]) -> torch.device:
+    """All tensors on one CUDA device; the error names the first that is not."""
+    devices = []
+    for name, value in named:
+        if value is None:
+            continue
+        if value.device.type != "cuda":
+            available = "" if torch.cuda.is_available() else " (and no CUDA device is available on this machine)"
+            raise LPTInputError(f"{name} is on {value.device}; the lpt backend renders CUDA tensors only{available}")
+        devices.append((name, value.device))
+    distinct = {device for _, device in devices}
+    if len(distinct) > 1:
+        raise LPTInputError("all inputs must be on one CUDA device, got "
+                            + ", ".join(f"{name} on {device}" for name, device in devices))
+    return devices[0][1]
+
+
+def check_channels(channels: int) -> None:
+    if channels == 0 or channels > GSPLAT_CHANNELS[-1]:
+        raise LPTInputError(f"colors has {channels} channels; gsplat supports 1 to {GSPLAT_CHANNELS[-1]}")
+
+
+def pad_channels(colors: Tensor, backgrounds: Optional[Tensor]) -> Tuple[Tensor, Optional[Tensor], int]:
+    """gsplat's padding of unsupported channel counts (so gsplat's backward op accepts our outputs)."""
+    channels = colors.shape[-1]
+    if channels in GSPLAT_CHANNELS:
+        return colors, backgrounds, 0
+    padding = (1 << (channels - 1).bit_length()) - channels
+    colors = torch.cat([colors, colors.new_zeros(*colors.shape[:-1], padding)], dim=-1)
+    if backgrounds is not None:
+        backgrounds = torch.cat([backgrounds, backgrounds.new_zeros(*backgrounds.shape[:-1], padding)], dim=-1)
+    return colors, backgrounds, padding
+
+
+def intersections(isect_offsets: Any, flatten_ids: Any, masks: Any, image_width: int, image_height: int,
+                  tile_size: int, num_gaussians: int) -> Intersections:
+    """The tile lists every variant shares, validated: [..., tile_height, tile_width] offsets covering the
+    image, 1-D flatten_ids, masks like the offsets."""
+    if tile_size > 32:
+        raise LPTInputError(f"tile_size={tile_size} needs {tile_size ** 2} threads per CTA; at most 32 is supported")
+    isect_offsets = require_tensor("isect_offsets", isect_offsets, torch.int32)
+    flatten_ids = require_tensor("flatten_ids", flatten_ids, torch.int32)
+    if isect_offsets.dim() < 3:
+        raise LPTInputError(f"isect_offsets must be [..., tile_height, tile_width] with image dims, "
+                            f"got {tuple(isect_offsets.shape)}")
+    if flatten_ids.dim() != 1:
+        raise LPTInputError(f"flatten_ids must be 1-D [n_isects], got shape {tuple(flatten_ids.shape)}")
+    tile_height, tile_width = isect_offsets.shape[-2:]
+    needed_width, needed_height = tiles_of(image_width, image_height, tile_size)
+    if tile_height < needed_height or tile_width < needed_width:
+        raise LPTInputError(f"isect_offsets covers {tile_height}x{tile_width} tiles of {tile_size} px, "
+                            f"smaller than the {image_height}x{image_width} image")
+    if masks is not None:
+        masks = require_tensor("masks", masks, torch.bool)
+        require_shape("masks", masks, tuple(isect_offsets.shape), "like isect_offsets")
+        masks = masks.contiguous().reshape(-1).view(torch.uint8)
+    return Intersections(
+        isect_offsets=isect_offsets.contiguous().reshape(-1), flatten_ids=flatten_ids.contiguous(), masks=masks,
+        num_images=math.prod(isect_offsets.shape[:-2]), image_width=image_width, image_height=image_height,
+        tile_size=tile_size, tile_width=tile_width, tile_height=tile_height, num_gaussians=num_gaussians)
+
+
+def needs_grad(*tensors: Optional[Tensor]) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def chunking_rule(variant, config: LPTConfig, grad: bool) -> Tuple[bool, Optional[str]]:
+    """Whether this call may chunk, and why not: gradients need gsplat's exact last_ids, and some outputs
+    do not compose across depth chunks."""
+    if grad:
+        return False, AUTOGRAD_NO_CHUNKING
+    if not variant.chunks_compose:
+        names = ", ".join(o.name for o in variant.outputs if not o.composes and not o.backward_only)
+        return False, f"{variant.name}: {names} do not compose across depth chunks"
+    return True, None
+
+
+def render(variant, inter: Intersections, params: ctypes.Structure, outputs: ctypes.Structure, channels: int,
+           device: torch.device, config: LPTConfig, chunking_allowed: bool, reason: Optional[str]) -> FramePlan:
+    """Plan and run one frame on the cached Rasterizer of (device, variant, channels, tile size), with
+    the tensors' device current (also when another device is)."""
+    if device.index == torch.cuda.current_device():
+        return _plan_and_run(variant, inter, params, outputs, channels, device, config, chunking_allowed, reason)
+    with torch.cuda.device(device):
+        return _plan_and_run(variant, inter, params, outputs, channels, device, config, chunking_allowed, reason)
+
+
+def _plan_and_run(variant, inter, params, outputs, channels, device, config, chunking_allowed, reason) -> FramePlan:
+    rasterizer = rasterizer_for(variant, channels, inter.tile_size, device)
+    plan = rasterizer.plan(inter, config, chunking_allowed, reason)
+    rasterizer.run(plan, params, outputs)
+    return plan
+
+
+class ScheduleReport(Mapping):
+    """`meta["lpt"]`: a frame's schedule facts, read back from the device only when first looked at, so
+    that a hooked `rasterization` call never waits for the GPU on its own."""
+
+    def __init__(self, plan: Optional[FramePlan], extra: Optional[Dict[str, Any]] = None):
+        self._plan = plan
+        self._extra = dict(extra or {})
+        self._facts: Optional[Dict[str, Any]] = None
+
+    def _load(self) -> Dict[str, Any]:
+        if self._facts is None:
+            self._facts = {**(self._plan.report() if self._plan is not None else {}), **self._extra}
+        return self._facts
+
+    def with_extra(self, **extra: Any) -> "ScheduleReport":
+        return ScheduleReport(self._plan, {**self._extra, **extra})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._load()[key]
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __repr__(self) -> str:
+        return f"ScheduleReport({self._load()!r})"
+
+
+def empty_report(variant, config: LPTConfig, reason: str) -> ScheduleReport:
+    return ScheduleReport(None, {"mode": config.mode, "variant": variant.name, "chunked_tiles": 0, "chunk_count": 1,
+                                 "chunking_disabled_reason": reason})
+
+
+def image_dims_of(isect_offsets: Tensor) -> Sequence[int]:
+    return tuple(isect_offsets.shape[:-2])

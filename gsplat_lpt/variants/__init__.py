@@ -1,0 +1,74 @@
+"""What a Gaussian variant is, in one record per variant; the generic front end, the runtime and the gsplat
+hook read these records and nothing else about a variant.
+
+A variant is one evaluator file in kernels/ (its traits struct for the shared scheduling core) plus one
+module here holding its `Variant` record: the host twins of its kernel structs, its validation and
+argument packing, its autograd Function, and the outputs it produces with whether they compose across
+depth chunks. `VARIANTS` maps gsplat's rasterize function names to the records.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Callable, Dict, Tuple, Type
+
+from .. import layouts
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    composes: bool  # exact (up to rounding) when a pixel's list is cut into depth chunks and composited
+    backward_only: bool = False  # saved for gsplat's backward (frames that need gradients are never chunked)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # kernel suffix: lpt_persistent_blend_<name>, depth_chunk_blend_<name>
+    gsplat_function: str  # the gsplat.rendering global this variant replaces
+    kernel_source: str  # the evaluator file in kernels/
+    traits: str  # its C++ traits struct
+    staged_bytes: int  # sizeof(traits::Staged), checked at compile time
+    params_struct: Type[ctypes.Structure]  # host twin of traits::Params
+    outputs_struct: Type[ctypes.Structure]  # host twin of traits::Outputs
+    partial_floats: Callable[[int], int]  # floats a depth chunk leaves per pixel besides T, per channel count
+    outputs: Tuple[OutputSpec, ...]
+    rasterize: Callable  # gsplat's signature plus `config=`; returns gsplat's outputs and the FramePlan
+    compile_backend: str = "nvrtc"  # or "nvcc" (CuPy runs the CUDA compiler: full C++ headers)
+    compile_options: Callable[[], Tuple[str, ...]] = tuple  # extra compiler options (include folders, ...)
+
+    @property
+    def chunks_compose(self) -> bool:
+        """Whether every output the caller sees composes across depth chunks (else the front end never
+        chunks the variant's frames)."""
+        return all(output.composes for output in self.outputs if not output.backward_only)
+
+    def kernel_structs(self) -> Tuple[Tuple[str, type], ...]:
+        """The structs its kernels take, with their host twins (layout-checked when compiled)."""
+        return (("lpt::FrameArgs", layouts.FrameArgs), (f"{self.traits}::Params", self.params_struct),
+                (f"{self.traits}::Outputs", self.outputs_struct))
+
+    def kernel_names(self, channels: int, max_threads: int) -> Tuple[str, str]:
+        """The extern "C" names of its persistent and chunk kernels for one channel count and CTA size."""
+        return (f"lpt_persistent_blend_{self.name}_{channels}_{max_threads}",
+                f"depth_chunk_blend_{self.name}_{channels}_{max_threads}")
+
+    def export_line(self, channels: int, max_threads: int) -> str:
+        """The line appended to its source that instantiates those kernels (kernels/lpt_core.cuh)."""
+        return f"LPT_EXPORT_KERNELS({self.name}, {self.traits}, {channels}, {max_threads})\n"
+
+    def extra_checks(self) -> str:
+        return (f'static_assert(sizeof({self.traits}::Staged) == {self.staged_bytes}, '
+                f'"{self.traits}::Staged: size differs from the Variant record (gsplat_lpt)");\n')
+
+
+VARIANTS: Dict[str, Variant] = {}  # gsplat function name -> record
+
+
+def register(variant: Variant) -> Variant:
+    VARIANTS[variant.gsplat_function] = variant
+    return variant
+
+
+from . import gaussian3d  # noqa: E402,F401  (registers 3DGS)

@@ -1,0 +1,207 @@
+"""3DGS: gsplat's `rasterize_to_pixels` (kernels/blend_3dgs.cu), with gsplat's signature plus `config=`.
+
+Autograd: the forward saves exactly what gsplat's forward saves (the same render_alphas and last_ids),
+so gsplat's own backward op computes the gradients; frames that need gradients are never chunked.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .. import frontend
+from ..config import LPTConfig
+from ..errors import LPTInputError
+from ..frontend import require_shape, require_tensor
+from ..layouts import Pointer
+from ..runtime import FramePlan
+from . import OutputSpec, Variant, register
+
+
+class Params3DGS(ctypes.Structure):
+    """Gaussian3DGS::Params"""
+
+    _fields_ = [("means2d", Pointer), ("conics", Pointer), ("opacities", Pointer), ("colors", Pointer),
+                ("backgrounds", Pointer)]
+
+
+class Outputs3DGS(ctypes.Structure):
+    """Gaussian3DGS::Outputs"""
+
+    _fields_ = [("render_colors", Pointer), ("render_alphas", Pointer), ("last_ids", Pointer)]
+
+
+def validate(means2d, conics, colors, opacities, backgrounds, masks, packed: bool) -> Tuple[int, int]:
+    """gsplat's shapes and dtypes for the per-Gaussian arrays; returns (rows, channels)."""
+    means2d = require_tensor("means2d", means2d, torch.float32)
+    conics = require_tensor("conics", conics, torch.float32)
+    colors = require_tensor("colors", colors, torch.float32)
+    opacities = require_tensor("opacities", opacities, torch.float32)
+    channels = colors.shape[-1] if colors.dim() > 0 else 0
+    frontend.check_channels(channels)
+    if packed:
+        if means2d.dim() != 2:
+            raise LPTInputError(f"packed means2d must be [nnz, 2], got {tuple(means2d.shape)}")
+        nnz = means2d.shape[0]
+        require_shape("means2d", means2d, (nnz, 2), "[nnz, 2]")
+        require_shape("conics", conics, (nnz, 3), "[nnz, 3]")
+        require_shape("colors", colors, (nnz, channels), "[nnz, channels]")
+        require_shape("opacities", opacities, (nnz,), "[nnz]")
+        return nnz, channels
+    if means2d.dim() < 3:
+        raise LPTInputError(f"means2d must be [..., C, N, 2] (unpacked), got {tuple(means2d.shape)}")
+    image_dims = tuple(means2d.shape[:-2])
+    n = means2d.shape[-2]
+    require_shape("means2d", means2d, image_dims + (n, 2), "[..., N, 2]")
+    require_shape("conics", conics, image_dims + (n, 3), "[..., N, 3] like means2d")
+    require_shape("colors", colors, image_dims + (n, channels), "[..., N, channels] like means2d")
+    require_shape("opacities", opacities, image_dims + (n,), "[..., N] like means2d")
+    return means2d.numel() // 2, channels
+
+
+def _check_image_dims(means2d: Tensor, isect_offsets: Tensor, backgrounds: Optional[Tensor], channels: int,
+                      packed: bool) -> None:
+    image_dims = tuple(isect_offsets.shape[:-2])
+    if not packed and tuple(means2d.shape[:-2]) != image_dims:
+        raise LPTInputError(f"isect_offsets has image dims {image_dims}, means2d has {tuple(means2d.shape[:-2])}")
+    if backgrounds is not None:
+        backgrounds = require_tensor("backgrounds", backgrounds, torch.float32)
+        if backgrounds.shape[-1:] != (channels,) or backgrounds.numel() != math.prod(image_dims) * channels:
+            raise LPTInputError(f"backgrounds has shape {tuple(backgrounds.shape)}, expected {image_dims + (channels,)}")
+
+
+class Frame3DGS:
+    """One call's validated, contiguous, padded tensors; `render` plans and runs them (the low-level entry
+    that tests and tools use to get last_ids and the plan too)."""
+
+    def __init__(self, means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size,
+                 isect_offsets, flatten_ids, packed):
+        width = frontend.as_size("image_width", width)
+        height = frontend.as_size("image_height", height)
+        tile_size = frontend.as_size("tile_size", tile_size)
+        rows, channels = validate(means2d, conics, colors, opacities, backgrounds, masks, packed)
+        require_tensor("isect_offsets", isect_offsets, torch.int32)
+        if isect_offsets.dim() < 3:
+            raise LPTInputError(f"isect_offsets must be [..., tile_height, tile_width] with image dims, "
+                                f"got {tuple(isect_offsets.shape)}")
+        _check_image_dims(means2d, isect_offsets, backgrounds, channels, packed)
+        self.inter = frontend.intersections(isect_offsets, flatten_ids, masks, width, height, tile_size, rows)
+        self.device = frontend.require_one_cuda_device(
+            [("means2d", means2d), ("conics", conics), ("colors", colors), ("opacities", opacities),
+             ("isect_offsets", isect_offsets), ("flatten_ids", flatten_ids), ("backgrounds", backgrounds),
+             ("masks", masks)])
+        self.image_dims = tuple(isect_offsets.shape[:-2])
+        colors, backgrounds, self.padding = frontend.pad_channels(colors, backgrounds)
+        self.means2d, self.conics = means2d.contiguous(), conics.contiguous()
+        self.colors, self.opacities = colors.contiguous(), opacities.contiguous()
+        self.backgrounds = None if backgrounds is None else backgrounds.contiguous()
+        self.masks = masks
+        self.channels = self.colors.shape[-1]
+
+    def render(self, config: LPTConfig, chunking_allowed: bool = True, reason: Optional[str] = None):
+        """(render_colors, render_alphas, last_ids, plan) with gsplat's shapes (padded channels)."""
+        inter, dims = self.inter, self.image_dims
+        H, W = inter.image_height, inter.image_width
+        render_colors = torch.empty(dims + (H, W, self.channels), dtype=torch.float32, device=self.device)
+        render_alphas = torch.empty(dims + (H, W, 1), dtype=torch.float32, device=self.device)
+        last_ids = torch.empty(dims + (H, W), dtype=torch.int32, device=self.device)
+        if inter.num_images == 0:  # nothing to launch
+            return render_colors, render_alphas, last_ids, None
+        params = Params3DGS(self.means2d.data_ptr(), self.conics.data_ptr(), self.opacities.data_ptr(),
+                            self.colors.data_ptr(), 0 if self.backgrounds is None else self.backgrounds.data_ptr())
+        outputs = Outputs3DGS(render_colors.data_ptr(), render_alphas.data_ptr(), last_ids.data_ptr())
+        plan = frontend.render(VARIANT, inter, params, outputs, self.channels, self.device, config, chunking_allowed,
+                               reason)
+        return render_colors, render_alphas, last_ids, plan
+
+
+class _LPTRasterizeToPixels(torch.autograd.Function):
+    """Forward: our kernels. Backward: gsplat's `_RasterizeToPixels.backward` (its CUDA backward op), fed the
+    tensors gsplat's forward would have saved."""
+
+    @staticmethod
+    def forward(ctx, means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size,
+                isect_offsets, flatten_ids, absgrad, frame: Frame3DGS, config: LPTConfig, holder: list):
+        render_colors, render_alphas, last_ids, plan = frame.render(config, False, frontend.AUTOGRAD_NO_CHUNKING)
+        holder.append(plan)
+        ctx.save_for_backward(means2d, conics, colors, opacities, backgrounds, masks, isect_offsets, flatten_ids,
+                              render_alphas, last_ids)
+        ctx.width, ctx.height, ctx.tile_size, ctx.absgrad = width, height, tile_size, absgrad
+        return render_colors, render_alphas
+
+    @staticmethod
+    def backward(ctx, v_render_colors, v_render_alphas):
+        from gsplat.cuda._wrapper import _RasterizeToPixels
+
+        gradients = _RasterizeToPixels.backward(ctx, v_render_colors, v_render_alphas)
+        return (*gradients, None, None, None)
+
+
+def rasterize_with_plan(
+    means2d: Tensor,  # [..., N, 2] or [nnz, 2]
+    conics: Tensor,  # [..., N, 3] or [nnz, 3]
+    colors: Tensor,  # [..., N, channels] or [nnz, channels]
+    opacities: Tensor,  # [..., N] or [nnz]
+    image_width: int,
+    image_height: int,
+    tile_size: int,
+    isect_offsets: Tensor,  # [..., tile_height, tile_width]
+    flatten_ids: Tensor,  # [n_isects]
+    backgrounds: Optional[Tensor] = None,  # [..., channels]
+    masks: Optional[Tensor] = None,  # [..., tile_height, tile_width]
+    packed: bool = False,
+    absgrad: bool = False,
+    config: Optional[LPTConfig] = None,
+) -> Tuple[Tensor, Tensor, Optional[FramePlan]]:
+    """gsplat's rasterize_to_pixels on our kernels: (render_colors, render_alphas, plan)."""
+    config = config or LPTConfig()
+    if not isinstance(config, LPTConfig):
+        raise TypeError(f"config must be a gsplat_lpt.LPTConfig, got {type(config).__name__}")
+    frame = Frame3DGS(means2d, conics, colors, opacities, backgrounds, masks, image_width, image_height, tile_size,
+                   isect_offsets, flatten_ids, packed)
+    grad = frontend.needs_grad(frame.means2d, frame.conics, frame.colors, frame.opacities, frame.backgrounds)
+    if grad:
+        holder: list = []
+        render_colors, render_alphas = _LPTRasterizeToPixels.apply(
+            frame.means2d, frame.conics, frame.colors, frame.opacities, frame.backgrounds, masks,
+            frame.inter.image_width, frame.inter.image_height, frame.inter.tile_size, isect_offsets.contiguous(),
+            frame.inter.flatten_ids, absgrad, frame, config, holder)
+        plan = holder[0]
+    else:  # inference: no autograd bookkeeping on the per-frame path
+        allowed, reason = frontend.chunking_rule(VARIANT, config, False)
+        render_colors, render_alphas, _, plan = frame.render(config, allowed, reason)
+    if frame.padding > 0:
+        render_colors = render_colors[..., : -frame.padding]
+    return render_colors, render_alphas, plan
+
+
+def rasterize_to_pixels(*args, config: Optional[LPTConfig] = None, return_stats: bool = False, **kwargs):
+    """gsplat's `rasterize_to_pixels`, scheduled by the LPT backend (same signature, plus `config`).
+
+    Returns (render_colors [..., H, W, channels], render_alphas [..., H, W, 1]), plus the schedule report
+    (the mapping `meta["lpt"]` holds) when `return_stats` is True."""
+    render_colors, render_alphas, plan = rasterize_with_plan(*args, config=config, **kwargs)
+    if return_stats:
+        report = plan.report() if plan is not None else dict(frontend.empty_report(VARIANT, config or LPTConfig(),
+                                                                                    "no images"))
+        return render_colors, render_alphas, report
+    return render_colors, render_alphas
+
+
+VARIANT = register(Variant(
+    name="3dgs",
+    gsplat_function="rasterize_to_pixels",
+    kernel_source="blend_3dgs.cu",
+    traits="Gaussian3DGS",
+    staged_bytes=32,
+    params_struct=Params3DGS,
+    outputs_struct=Outputs3DGS,
+    partial_floats=lambda channels: channels,
+    outputs=(OutputSpec("render_colors", True), OutputSpec("render_alphas", True),
+             OutputSpec("last_ids", False, backward_only=True)),
+    rasterize=rasterize_with_plan,
+))

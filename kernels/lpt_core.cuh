@@ -1,0 +1,492 @@
+// The scheduling core shared by every Gaussian variant (3DGS, 2DGS, 3DGUT).
+//
+// A variant is a traits struct V; everything else lives here, once:
+//   - blend_range:          gsplat's per-pixel front-to-back blending over a range of one tile's list, with
+//                           per-warp culling at batch load where the variant gives a conservative bound,
+//   - lpt_persistent_blend: K resident CTAs drain a queue of (image, tile) items in LPT order (Sec. 4.1),
+//   - depth_chunk_blend:    persistent CTAs blend depth chunks of the h heaviest items with saturation
+//                           signalling (Sec. 4.2); the last chunk of an item to finish composites all of its
+//                           chunks in depth order, Eq. (5).
+//
+// Variant concept (see blend_3dgs.cu for the smallest one):
+//   struct V {
+//     struct Params;                      // Gaussian arrays, colours, backgrounds, cameras: one struct by value
+//     struct Outputs;                     // output pointers (colours, alphas, last_ids, and any extras)
+//     struct alignas(16) Staged;          // per-Gaussian data kept in shared memory for one batch
+//     struct Pixel;                       // what the evaluation needs of one pixel (centre, or a camera ray)
+//     static Pixel pixel(const Params&, int image, float px, float py, bool& valid);
+//     static void stage(const Params&, int gaussian, Staged&);
+//     static void stage_inert(Staged&);                    // a Gaussian that contributes nothing
+//     static bool evaluate(const Staged&, const Pixel&, float& alpha);   // false where gsplat skips it
+//     static constexpr bool kHasCullBound;
+//     static bool may_contribute(const Staged&, const PixelBox&);       // conservative: false only if
+//                                                                       // alpha < 1/255 at every pixel centre
+//     template <unsigned CDIM> struct Accumulator;          // the concept below
+//   };
+// Accumulator concept (ColorAccumulator below is the common one):
+//   static constexpr unsigned kPartialFloats;               // floats a depth chunk leaves per pixel (besides T)
+//   void reset();
+//   void add(const Params&, const Staged&, int gaussian, float vis, float T, unsigned list_index);
+//   void store_partial(float* slot, unsigned stride) const; // kPartialFloats values at slot[i * stride]
+//   void combine_partial(const float* slot, unsigned stride, float T_before);  // add a later chunk
+//   void write(const Params&, const Outputs&, const PixelSlot&, float T, int last_index) const;
+//   void poison();                                          // NaN: the frame's input was invalid
+
+#pragma once
+
+#ifndef LPT_SCHEDULE_SIZE
+#error "lpt_core.cuh needs the #define block of gsplat_lpt/constants.py, which the runtime puts first"
+#endif
+
+namespace lpt {
+
+constexpr float kAlphaThreshold = LPT_ALPHA_THRESHOLD;
+constexpr float kTransmittanceThreshold = LPT_TRANSMITTANCE_THRESHOLD;
+constexpr float kMaxAlpha = LPT_MAX_ALPHA;
+constexpr unsigned kMaxBatch = LPT_MAX_BATCH;
+constexpr int kNoDepth = 0x7fffffff;
+
+// Host twin: gsplat_lpt.layouts.FrameArgs (sizes and offsets checked at compile time).
+struct FrameArgs {
+    int* schedule;
+    const int* lpt_order;
+    const int* sorted_costs;
+    int* saturation_flags;
+    int* chunk_arrivals;
+    float* partials;
+    int* item_depth;
+    int* status;
+    const int* tile_offsets;
+    const int* flatten_ids;
+    const unsigned char* masks;
+    int* chunk_depth;
+    int n_isects;
+    int num_items;
+    int num_gaussians;
+    int frame_index;
+    int chunk_unit_capacity;
+    int cull;
+    int finishing_kernels;
+    unsigned image_width, image_height, tile_size, tile_width, tile_height;
+};
+
+// Where thread `thread_rank` of a CTA working on item (image * tiles_per_image + tile) sits.
+struct PixelSlot {
+    int image;
+    int tile;
+    unsigned row, col;
+    unsigned tile_x0, tile_y0;  // first pixel column / row of the tile
+    bool inside;
+    float px, py;       // pixel centre
+    long long pixel;    // index into [images, height, width]
+
+    __device__ PixelSlot(const FrameArgs& f, int item, unsigned thread_rank) {
+        const int tiles = (int)(f.tile_width * f.tile_height);
+        image = item / tiles;
+        tile = item - image * tiles;
+        const unsigned tile_row = (unsigned)tile / f.tile_width;
+        const unsigned tile_col = (unsigned)tile - tile_row * f.tile_width;
+        tile_x0 = tile_col * f.tile_size;
+        tile_y0 = tile_row * f.tile_size;
+        row = tile_y0 + thread_rank / f.tile_size;
+        col = tile_x0 + thread_rank % f.tile_size;
+        inside = row < f.image_height && col < f.image_width;
+        px = (float)col + 0.5f;
+        py = (float)row + 0.5f;
+        pixel = ((long long)image * f.image_height + row) * f.image_width + col;
+    }
+};
+
+// Pixel centres one warp covers in its tile (a superset when a warp spans partial rows).
+struct PixelBox {
+    float x0, x1, y0, y1;
+};
+
+__device__ inline PixelBox warp_box(const FrameArgs& f, const PixelSlot& slot, unsigned warp, unsigned block) {
+    const unsigned first = warp * 32u, last = min(first + 31u, block - 1u);
+    const unsigned row0 = first / f.tile_size, row1 = last / f.tile_size;
+    unsigned col0 = 0, col1 = f.tile_size - 1;
+    if (row0 == row1) {
+        col0 = first % f.tile_size;
+        col1 = last % f.tile_size;
+    }
+    return PixelBox{(float)(slot.tile_x0 + col0) + 0.5f, (float)(slot.tile_x0 + col1) + 0.5f,
+                    (float)(slot.tile_y0 + row0) + 0.5f, (float)(slot.tile_y0 + row1) + 0.5f};
+}
+
+// Colour channels blended front to back: what 3DGS and 3DGUT accumulate.
+template <unsigned CDIM>
+struct ColorAccumulator {
+    static constexpr unsigned kPartialFloats = CDIM;
+    float color[CDIM];
+
+    __device__ void reset() {
+#pragma unroll
+        for (unsigned k = 0; k < CDIM; ++k) color[k] = 0.f;
+    }
+    __device__ void add_color(const float* __restrict__ c_ptr, float vis) {
+#pragma unroll
+        for (unsigned k = 0; k < CDIM; ++k) color[k] += c_ptr[k] * vis;
+    }
+    __device__ void store_partial(float* slot, unsigned stride) const {
+#pragma unroll
+        for (unsigned k = 0; k < CDIM; ++k) slot[k * stride] = color[k];
+    }
+    __device__ void combine_partial(const float* slot, unsigned stride, float T_before) {
+#pragma unroll
+        for (unsigned k = 0; k < CDIM; ++k) color[k] += __ldcg(slot + k * stride) * T_before;
+    }
+    __device__ void poison() {
+#pragma unroll
+        for (unsigned k = 0; k < CDIM; ++k) color[k] = __int_as_float(0x7fc00000);
+    }
+    // gsplat's final write: alpha = 1 - T, colour plus T times the background.
+    template <class Outputs>
+    __device__ void write_color(const Outputs& out, const float* __restrict__ backgrounds, const PixelSlot& slot,
+                                float T, int last_index) const {
+        out.render_alphas[slot.pixel] = 1.0f - T;
+        const float* background = backgrounds == nullptr ? nullptr : backgrounds + (long long)slot.image * CDIM;
+#pragma unroll
+        for (unsigned k = 0; k < CDIM; ++k)
+            out.render_colors[slot.pixel * CDIM + k] = background == nullptr ? color[k] : (color[k] + T * background[k]);
+        out.last_ids[slot.pixel] = last_index;
+    }
+};
+
+// One pixel's front-to-back state: the transmittance, gsplat's last_ids, and the variant's accumulator.
+template <class V, unsigned CDIM>
+struct PixelBlend {
+    typename V::template Accumulator<CDIM> acc;
+    float T;
+    unsigned last_index;
+    bool done;  // saturated (or outside the image, or no valid camera ray): blends nothing more
+
+    __device__ explicit PixelBlend(bool active) : T(1.0f), last_index(0), done(!active) { acc.reset(); }
+
+    // gsplat's loop body for one Gaussian, operand for operand.
+    __device__ void step(const typename V::Params& params, const typename V::Staged& staged, int gaussian,
+                         const typename V::Pixel& pixel, unsigned list_index) {
+        float alpha;
+        if (!V::evaluate(staged, pixel, alpha)) return;
+        const float next_T = T * (1.0f - alpha);
+        if (next_T <= kTransmittanceThreshold) {  // this pixel is done: exclusive
+            done = true;
+            return;
+        }
+        acc.add(params, staged, gaussian, alpha * T, T, list_index);
+        last_index = list_index;
+        T = next_T;
+    }
+};
+
+// Dynamic shared memory of a blending CTA: one batch of staged Gaussians, their (Gaussian id, list
+// position), and one list per warp of the staged Gaussians that can reach its pixels.
+// Mirrored by gsplat_lpt.runtime.blend_shared_bytes; checked against %dynamic_smem_size at launch.
+template <class V>
+struct SharedBatch {
+    typename V::Staged* staged;  // [kMaxBatch]
+    int2* entries;               // [kMaxBatch]
+    unsigned char* lists;        // [32][kMaxBatch]: per warp, indices into the batch
+
+    static __device__ unsigned bytes(unsigned block) {
+        return kMaxBatch * ((unsigned)sizeof(typename V::Staged) + 8u) + ((block + 31u) >> 5) * kMaxBatch;
+    }
+    __device__ explicit SharedBatch(unsigned char* shared)
+        : staged(reinterpret_cast<typename V::Staged*>(shared)),
+          entries(reinterpret_cast<int2*>(shared + kMaxBatch * sizeof(typename V::Staged))),
+          lists(shared + kMaxBatch * (sizeof(typename V::Staged) + 8)) {}
+};
+
+__device__ inline unsigned dynamic_shared_bytes() {
+    unsigned bytes;
+    asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+    return bytes;
+}
+
+// Start and end of an item's range in flatten_ids, clamped so that invalid offsets (the plan flags
+// them) can never make a CTA loop for ever or read outside flatten_ids.
+__device__ inline void item_range(const FrameArgs& f, int item, int& start, int& end) {
+    start = f.tile_offsets[item];
+    end = (item == f.num_items - 1) ? f.n_isects : f.tile_offsets[item + 1];
+    start = min(max(start, 0), f.n_isects);
+    end = min(max(end, start), f.n_isects);
+}
+
+// gsplat's forward loop over flatten_ids[range_start, range_end) for one tile: batches of Gaussians staged
+// in shared memory, each pixel front to back until it saturates. With culling, each warp first lists the
+// staged Gaussians that can reach alpha >= 1/255 at one of its pixel centres (V::may_contribute, a
+// conservative bound) and walks only those: a Gaussian left out would have been skipped by every one of
+// its pixels, so colours, alphas and last_ids are gsplat's bit for bit. With a saturation_flag (depth
+// chunks) the CTA also stops once an earlier chunk of the same item has saturated all its pixels (checked
+// once per batch). Returns true when stopped by that flag; stop_position is where the CTA stopped.
+template <class V, unsigned CDIM>
+__device__ bool blend_range(const FrameArgs& f, const typename V::Params& params, const SharedBatch<V>& batch,
+                            int range_start, int range_end, const typename V::Pixel& pixel_ctx, const PixelSlot& slot,
+                            PixelBlend<V, CDIM>& pixel, const int* saturation_flag, int chunk_index, int& stop_position) {
+    const unsigned block = blockDim.x;
+    const unsigned thread = threadIdx.x;
+    const unsigned warp = thread >> 5, lane = thread & 31u;
+    const unsigned warp_lanes = min(32u, block - (warp << 5));
+    const unsigned warp_mask = warp_lanes == 32u ? 0xffffffffu : ((1u << warp_lanes) - 1u);
+    const unsigned lanes_below = (1u << lane) - 1u;
+    const int batch_capacity = (int)min(block, kMaxBatch);
+    const bool cull = V::kHasCullBound && f.cull != 0;
+    const PixelBox box = warp_box(f, slot, warp, block);
+    unsigned char* list = batch.lists + warp * kMaxBatch;
+
+    for (int batch_start = range_start; batch_start < range_end; batch_start += batch_capacity) {
+        // resync all threads before the next batch; end early if the entire tile is done
+        if (__syncthreads_count(pixel.done) >= (int)block) {
+            stop_position = batch_start;
+            return false;
+        }
+        if (saturation_flag != nullptr) {
+            // one thread reads the flag so that the whole CTA takes the same branch
+            const int earlier_saturated = thread == 0 && *((volatile const int*)saturation_flag) < chunk_index;
+            if (__syncthreads_or(earlier_saturated)) {
+                stop_position = batch_start;
+                return true;
+            }
+        }
+        const int count = min(batch_capacity, range_end - batch_start);
+        if ((int)thread < count) {
+            const int position = batch_start + (int)thread;
+            const int g = f.flatten_ids[position];
+            if ((unsigned)g < (unsigned)f.num_gaussians) {
+                V::stage(params, g, batch.staged[thread]);
+            } else {  // never read outside the Gaussian arrays; the call reports it
+                V::stage_inert(batch.staged[thread]);
+                atomicOr(f.schedule + LPT_WORD_ERROR, LPT_ERROR_FLATTEN_IDS);
+            }
+            batch.entries[thread] = make_int2(g, position);
+        }
+        __syncthreads();
+
+        if (cull) {
+            if (__all_sync(warp_mask, pixel.done)) continue;
+            int listed = 0;
+            for (int base = 0; base < count; base += 32) {
+                const int j = base + (int)lane;
+                const bool keep = j < count && V::may_contribute(batch.staged[j], box);
+                const unsigned ballot = __ballot_sync(warp_mask, keep);
+                if (keep) list[listed + __popc(ballot & lanes_below)] = (unsigned char)j;
+                listed += __popc(ballot);
+            }
+            __syncwarp(warp_mask);
+            for (int i = 0; i < listed && !pixel.done; ++i) {
+                const int t = list[i];
+                const int2 entry = batch.entries[t];
+                pixel.step(params, batch.staged[t], entry.x, pixel_ctx, (unsigned)entry.y);
+            }
+        } else {
+            for (int t = 0; t < count && !pixel.done; ++t) {
+                const int2 entry = batch.entries[t];
+                pixel.step(params, batch.staged[t], entry.x, pixel_ctx, (unsigned)entry.y);
+            }
+        }
+    }
+    stop_position = range_end;
+    return false;
+}
+
+// Persistent-queue position of this CTA's next work unit, broadcast to the whole CTA. The first unit of
+// each CTA is its blockIdx (the heaviest units start at once, spread over the SMs); every further one
+// costs one atomicAdd by one thread.
+struct PersistentQueue {
+    int* counter;
+    int position;  // meaningful in thread 0 only
+
+    __device__ explicit PersistentQueue(int* counter_) : counter(counter_), position((int)blockIdx.x) {}
+
+    __device__ int next(int* broadcast, bool first) {
+        if (threadIdx.x == 0) {
+            if (!first) position = (int)gridDim.x + atomicAdd(counter, 1);
+            *broadcast = position;
+        }
+        __syncthreads();
+        return *broadcast;
+    }
+};
+
+// Every CTA calls this once after its queue loop. The last CTA out resets the queue words (so that the
+// same plan can run again, and a CUDA graph replays it), and the last CTA of the frame's blending
+// kernels copies the frame's status to mapped host memory, read later by the host without waiting.
+__device__ inline void leave_queue(const FrameArgs& f, int counter_word, int exited_word) {
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    __threadfence();
+    if (atomicAdd(f.schedule + exited_word, 1) != (int)gridDim.x - 1) return;
+    f.schedule[counter_word] = 0;
+    f.schedule[exited_word] = 0;
+    if (atomicAdd(f.schedule + LPT_WORD_FINISHED_KERNELS, 1) != f.finishing_kernels - 1) return;
+    f.schedule[LPT_WORD_FINISHED_KERNELS] = 0;
+    if (f.status != nullptr) {
+        volatile int* status = f.status;
+        status[LPT_STATUS_ERROR] = *((volatile int*)f.schedule + LPT_WORD_ERROR);
+        status[LPT_STATUS_WANTED_CHUNK_UNITS] = f.schedule[LPT_WORD_WANTED_CHUNK_UNITS];
+        status[LPT_STATUS_CHUNKED_TILES] = f.schedule[LPT_WORD_CHUNKED_TILES];
+        status[LPT_STATUS_CHUNK_COUNT] = f.schedule[LPT_WORD_CHUNK_COUNT];
+        __threadfence_system();
+        status[LPT_STATUS_FRAME_INDEX] = f.frame_index;
+    }
+}
+
+template <class V>
+__device__ inline bool launched_with_enough_shared_memory(const FrameArgs& f) {
+    if (dynamic_shared_bytes() >= SharedBatch<V>::bytes(blockDim.x)) return true;
+    if (threadIdx.x == 0) atomicOr(f.schedule + LPT_WORD_ERROR, LPT_ERROR_LAUNCH);
+    return false;
+}
+
+// Mechanism 1: a persistent grid of K CTAs drains the LPT queue, every work item except the h chunked
+// ones, heaviest predicted cost first. Per-pixel math identical to gsplat's forward kernel.
+template <class V, unsigned CDIM>
+__device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Params& params,
+                                     const typename V::Outputs& out) {
+    extern __shared__ __align__(16) unsigned char shared_bytes[];
+    __shared__ int broadcast;
+    if (!launched_with_enough_shared_memory<V>(f)) return;
+    const SharedBatch<V> batch(shared_bytes);
+    const int chunked_tiles = f.schedule[LPT_WORD_CHUNKED_TILES];
+    const bool invalid_frame = (f.schedule[LPT_WORD_ERROR] & LPT_ERROR_OFFSETS) != 0;
+    const int queue_length = f.num_items - chunked_tiles;
+    PersistentQueue queue(f.schedule + LPT_WORD_LPT_COUNTER);
+
+    for (bool first = true;; first = false) {
+        const int position = queue.next(&broadcast, first);
+        if (position >= queue_length) break;
+        const int item = f.lpt_order[chunked_tiles + position];
+        const PixelSlot slot(f, item, threadIdx.x);
+        bool valid_ray = true;
+        const typename V::Pixel pixel_ctx = V::pixel(params, slot.image, slot.px, slot.py, valid_ray);
+        PixelBlend<V, CDIM> pixel(slot.inside && valid_ray);
+        int range_start = 0, range_end = 0, stop_position = 0;
+        if (invalid_frame) {
+            pixel.acc.poison();
+            pixel.T = __int_as_float(0x7fc00000);
+        } else if (f.masks == nullptr || f.masks[item]) {  // gsplat renders the background on masked-out tiles
+            item_range(f, item, range_start, range_end);
+            blend_range<V, CDIM>(f, params, batch, range_start, range_end, pixel_ctx, slot, pixel, nullptr, 0,
+                                 stop_position);
+        }
+        if (slot.inside) {
+            const bool masked = f.masks != nullptr && !f.masks[item];
+            pixel.acc.write(params, out, slot, pixel.T, masked ? -1 : (int)pixel.last_index);
+        }
+        if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;
+        __syncthreads();  // the staged batch and the broadcast word are reused by the next unit
+    }
+    leave_queue(f, LPT_WORD_LPT_COUNTER, LPT_WORD_LPT_EXITED);
+}
+
+// Mechanism 2: the h heaviest items cut into k depth chunks; chunk unit u is chunk u / h of chunked item
+// u % h (chunk-major: every item's first chunk is taken before any second chunk, so deeper chunks start
+// late and often find their item saturated). Each chunk blends from T = 1 and leaves per-pixel partial
+// accumulators and T, stored negated when the pixel saturated inside the chunk (the composite stops
+// there, as the sequential renderer would have stopped at or before it). saturation_flags[slot] (k at
+// the start) is lowered with atomicMin to the first chunk whose pixels all saturated; later chunks
+// check it once per batch and stop. The last chunk of an item to finish composites the item, Eq. (5):
+// C = sum_p C_p prod_{q<p} T_q, alpha = 1 - prod T, background with the final T. last_ids of chunked
+// items are -1: the front end never chunks a frame whose backward needs them.
+// The chunks cover the item's predicted depth (the previous frame's saturation depth times a margin;
+// the whole list without one); the last chunk also takes whatever lies beyond.
+template <class V, unsigned CDIM>
+__device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& params,
+                                  const typename V::Outputs& out) {
+    extern __shared__ __align__(16) unsigned char shared_bytes[];
+    __shared__ int broadcast;
+    __shared__ int last_arrival;
+    if (!launched_with_enough_shared_memory<V>(f)) return;
+    const SharedBatch<V> batch(shared_bytes);
+    using Accumulator = typename V::template Accumulator<CDIM>;
+    constexpr unsigned kSlotFloats = Accumulator::kPartialFloats + 1;  // + T
+    const int chunked_tiles = f.schedule[LPT_WORD_CHUNKED_TILES];
+    const int chunk_count = f.schedule[LPT_WORD_CHUNK_COUNT];
+    const int chunk_units = chunked_tiles * chunk_count;
+    const unsigned block = blockDim.x;
+    PersistentQueue queue(f.schedule + LPT_WORD_CHUNK_COUNTER);
+
+    for (bool first = true;; first = false) {
+        const int unit = queue.next(&broadcast, first);
+        if (unit >= chunk_units || unit >= f.chunk_unit_capacity) break;
+        const int chunk = unit / chunked_tiles;
+        const int tile_slot = unit - chunk * chunked_tiles;
+        const int item = f.lpt_order[tile_slot];
+        const PixelSlot slot(f, item, threadIdx.x);
+        bool valid_ray = true;
+        const typename V::Pixel pixel_ctx = V::pixel(params, slot.image, slot.px, slot.py, valid_ray);
+
+        int range_start, range_end;
+        item_range(f, item, range_start, range_end);
+        const int length = range_end - range_start;
+        const int predicted = min(f.sorted_costs[tile_slot], length);
+        const int covered = predicted >= length ? length : min(length, (int)ceilf((float)predicted * LPT_DEPTH_MARGIN));
+        const int chunk_length = (covered + chunk_count - 1) / chunk_count;
+        const int chunk_start = min(range_end, range_start + chunk * chunk_length);
+        const int chunk_end = chunk == chunk_count - 1 ? range_end : min(range_end, chunk_start + chunk_length);
+
+        int* saturation_flag = f.saturation_flags + tile_slot;
+        PixelBlend<V, CDIM> pixel(slot.inside && valid_ray);
+        int stop_position = chunk_start;
+        const bool stopped = blend_range<V, CDIM>(f, params, batch, chunk_start, chunk_end, pixel_ctx, slot, pixel,
+                                                  saturation_flag, chunk, stop_position);
+        // every pixel of the item saturated here: chunks after this one cannot contribute
+        if (__syncthreads_count(pixel.done) >= (int)block && threadIdx.x == 0) {
+            atomicMin(saturation_flag, chunk);
+            atomicMin(f.chunk_depth + tile_slot, stop_position - range_start);
+        }
+        float* partial = f.partials + (long long)unit * kSlotFloats * block + threadIdx.x;
+        if (!stopped) {  // when stopped, an earlier chunk saturated the item: the composite never reads this one
+            pixel.acc.store_partial(partial, block);
+            partial[(long long)Accumulator::kPartialFloats * block] = pixel.done ? -pixel.T : pixel.T;
+        }
+
+        // the last chunk of the item to arrive composites all of them
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) last_arrival = atomicAdd(f.chunk_arrivals + tile_slot, 1) == chunk_count - 1;
+        __syncthreads();
+        if (last_arrival) {
+            __threadfence();
+            if (slot.inside) {
+                PixelBlend<V, CDIM> composite(true);
+                for (int p = 0; p < chunk_count; ++p) {
+                    const float* chunk_slot = f.partials + ((long long)p * chunked_tiles + tile_slot) * kSlotFloats * block
+                                              + threadIdx.x;
+                    const float signed_T = __ldcg(chunk_slot + (long long)Accumulator::kPartialFloats * block);
+                    composite.acc.combine_partial(chunk_slot, block, composite.T);
+                    composite.T *= fabsf(signed_T);
+                    if (signed_T < 0.f) break;  // saturated inside this chunk
+                }
+                composite.acc.write(params, out, slot, composite.T, -1);
+            }
+            if (threadIdx.x == 0) {  // leave the item's words as the plan set them: the plan can run again
+                if (f.item_depth != nullptr) f.item_depth[item] = min(f.chunk_depth[tile_slot], length);
+                f.chunk_arrivals[tile_slot] = 0;
+                f.saturation_flags[tile_slot] = chunk_count;
+                f.chunk_depth[tile_slot] = kNoDepth;
+            }
+        }
+        __syncthreads();  // the staged batch and the broadcast words are reused by the next unit
+    }
+    leave_queue(f, LPT_WORD_CHUNK_COUNTER, LPT_WORD_CHUNK_EXITED);
+}
+
+}  // namespace lpt
+
+// The two blending kernels of one variant for one channel count and CTA size, as extern "C" symbols
+// (lpt_persistent_blend_<SUFFIX>_<CDIM>_<MAX_THREADS>, depth_chunk_blend_...): the runtime appends one line
+// LPT_EXPORT_KERNELS(...) per instantiation it needs, which works for NVRTC and nvcc alike. MAX_THREADS
+// bounds the registers so that 1536 / MAX_THREADS CTAs fit on an SM for up to 4 channels (the occupancy of
+// gsplat's own kernel).
+#define LPT_EXPORT_KERNELS(SUFFIX, VARIANT, CDIM, MAX_THREADS)                                                \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS, (CDIM) <= 4 ? 1536 / (MAX_THREADS) : 1)        \
+        lpt_persistent_blend_##SUFFIX##_##CDIM##_##MAX_THREADS(                                               \
+            const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
+        lpt::lpt_persistent_blend<VARIANT, CDIM>(frame, params, outputs);                                     \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS, (CDIM) <= 4 ? 1536 / (MAX_THREADS) : 1)        \
+        depth_chunk_blend_##SUFFIX##_##CDIM##_##MAX_THREADS(                                                  \
+            const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
+        lpt::depth_chunk_blend<VARIANT, CDIM>(frame, params, outputs);                                        \
+    }

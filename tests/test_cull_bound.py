@@ -1,0 +1,100 @@
+"""The per-warp cull bound (kernels/blend_3dgs.cu: the box around the mean outside which alpha < 1/255; twin
+in gsplat_lpt.reference.may_contribute) is conservative: a Gaussian it drops has alpha < 1/255 at every pixel centre of the warp's box, evaluated
+the way gsplat's kernel evaluates it. Fuzzed at the edges: Gaussians straddling the box, alpha just above
+and below 1/255, degenerate and huge conics, opacity near 1."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gsplat_lpt.reference import ALPHA_THRESHOLD, MAX_ALPHA, may_contribute
+
+BOXES = [(0.5, 15.5, 0.5, 1.5), (16.5, 31.5, 30.5, 31.5), (100.5, 107.5, 40.5, 43.5), (0.5, 31.5, 7.5, 7.5)]
+
+
+def gsplat_alpha(means2d, conics, opacities, px, py):
+    """[M, P] alpha as gsplat's forward computes it in float32 (0 where it skips the Gaussian)."""
+    dx = means2d[:, None, 0] - px[None]
+    dy = means2d[:, None, 1] - py[None]
+    a, b, c = (conics[:, None, i] for i in range(3))
+    sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
+    alpha = torch.clamp_max(opacities[:, None] * torch.exp(-sigma), MAX_ALPHA)
+    return torch.where((sigma < 0) | (alpha < ALPHA_THRESHOLD), torch.zeros_like(alpha), alpha)
+
+
+def box_pixels(box):
+    x0, x1, y0, y1 = box
+    xs = torch.arange(x0, x1 + 0.25, 1.0)
+    ys = torch.arange(y0, y1 + 0.25, 1.0)
+    py, px = torch.meshgrid(ys, xs, indexing="ij")
+    return px.reshape(-1).float(), py.reshape(-1).float()
+
+
+def edge_gaussians(box, count, seed):
+    """Means on and around the box's border, random conics from needle-thin to huge, opacities at the edges."""
+    g = torch.Generator().manual_seed(seed)
+    x0, x1, y0, y1 = box
+    side = torch.randint(0, 4, (count,), generator=g)
+    t = torch.rand(count, generator=g)
+    offset = (torch.rand(count, generator=g) - 0.5) * torch.tensor([2.0, 10.0, 60.0])[torch.randint(0, 3, (count,), generator=g)]
+    mx = torch.where(side < 2, x0 + t * (x1 - x0), torch.where(side == 2, x0 - 0.5 + offset, x1 + 0.5 + offset))
+    my = torch.where(side >= 2, y0 + t * (y1 - y0), torch.where(side == 0, y0 - 0.5 + offset, y1 + 0.5 + offset))
+    scale = 10 ** (torch.rand(count, generator=g) * 8 - 5)  # conic magnitudes 1e-5 .. 1e3
+    a = scale * (torch.rand(count, generator=g) + 0.01)
+    c = scale * (torch.rand(count, generator=g) + 0.01)
+    rho = (torch.rand(count, generator=g) * 2 - 1) * torch.where(torch.rand(count, generator=g) < 0.2, 1.0, 0.9999)
+    b = rho * torch.sqrt(a * c)  # |rho| close to 1: nearly degenerate
+    opacity_kind = torch.randint(0, 4, (count,), generator=g)
+    opacities = torch.where(opacity_kind == 0, ALPHA_THRESHOLD * (1 + (torch.rand(count, generator=g) - 0.5) * 1e-5),
+                            torch.where(opacity_kind == 1, 1.0 - torch.rand(count, generator=g) * 1e-3,
+                                        torch.rand(count, generator=g)))
+    return torch.stack([mx, my], -1).float(), torch.stack([a, b, c], -1).float(), opacities.float()
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("box", BOXES)
+def test_dropped_gaussians_never_reach_the_threshold(box, seed):
+    means2d, conics, opacities = edge_gaussians(box, 4000, seed)
+    kept = may_contribute(means2d, conics, opacities, box)
+    px, py = box_pixels(box)
+    reached = (gsplat_alpha(means2d, conics, opacities, px, py) > 0).any(dim=1)
+    assert not bool((reached & ~kept).any()), "a dropped Gaussian reaches alpha >= 1/255 in the box"
+    assert 0.05 < float((~kept).float().mean()) < 0.99  # the fuzz exercises both outcomes
+
+
+def test_alpha_just_above_and_below_the_threshold():
+    """A Gaussian whose best pixel has sigma = ln(255 o) +- delta: kept when it can reach 1/255."""
+    box = (0.5, 15.5, 0.5, 1.5)
+    opacity = torch.tensor(0.6)
+    limit = math.log(255 * 0.6)
+    rows = []
+    for delta in (-1e-3, -1e-5, 0.0, 1e-5, 1e-3, 1e-2, 0.1, 0.5):
+        d = math.sqrt(2 * (limit + delta))  # conic a = 1: sigma = d^2 / 2 at the nearest pixel centre
+        rows.append((15.5 + d, 1.0))
+    means2d = torch.tensor(rows, dtype=torch.float32)
+    conics = torch.tensor([[1.0, 0.0, 1.0]] * len(rows))
+    opacities = opacity.repeat(len(rows))
+    kept = may_contribute(means2d, conics, opacities, box)
+    px, py = box_pixels(box)
+    reached = (gsplat_alpha(means2d, conics, opacities, px, py) > 0).any(dim=1)
+    assert torch.all(kept[reached])
+    assert not bool(kept[-1]) and not bool(kept[-2])  # clearly out of reach: dropped
+
+
+def test_not_positive_definite_or_not_finite_is_kept():
+    box = (0.5, 15.5, 0.5, 1.5)
+    means2d = torch.tensor([[500.0, 500.0]] * 5)
+    conics = torch.tensor([[1.0, 2.0, 1.0], [-1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [float("nan"), 0, 1], [1.0, 0.0, 1.0]])
+    opacities = torch.tensor([0.5, 0.5, 0.5, 0.5, float("nan")])
+    assert torch.all(may_contribute(means2d, conics, opacities, box))
+
+
+def test_faint_gaussians_are_dropped_even_on_top_of_the_box():
+    box = (0.5, 15.5, 0.5, 1.5)
+    means2d = torch.tensor([[8.0, 1.0], [8.0, 1.0]])
+    conics = torch.tensor([[0.1, 0.0, 0.1]] * 2)
+    opacities = torch.tensor([ALPHA_THRESHOLD * 0.99, 0.0])
+    assert not torch.any(may_contribute(means2d, conics, opacities, box))

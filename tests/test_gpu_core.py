@@ -1,0 +1,269 @@
+"""GPU: the core's contract beyond parity. The plan kernels against the PyTorch oracle; a plan that runs
+twice; no allocation per frame; a frame captured in a CUDA graph; inputs that must never hang or kill the
+CUDA context; another device than the current one; a smaller GPU's shared-memory limit."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import gsplat_lpt
+from gsplat_lpt import LPTConfig, LPTInputError, LPTRuntimeError, constants, runtime
+from gsplat_lpt.plan import cost_buckets, plan_schedule
+from gsplat_lpt.variants import VARIANTS
+from gsplat_lpt.variants.gaussian3d import Frame3DGS
+from test_gpu_parity import cameras, gsplat_forward, project, psnr, random_gaussians
+
+pytestmark = pytest.mark.gpu
+
+VARIANT_3DGS = VARIANTS["rasterize_to_pixels"]
+
+
+def small_frame(seed=0, cameras_count=2, W=160, H=96, cluster=3000):
+    return project(*random_gaussians(3000, seed=seed, cluster=cluster), *cameras(cameras_count, W, H), W, H)
+
+
+def render(frame, config, **extra):
+    ours = Frame3DGS(frame["means2d"], frame["conics"], frame["colors"], frame["opacities"], extra.get("backgrounds"),
+                     extra.get("masks"), frame["image_width"], frame["image_height"], frame["tile_size"],
+                     frame["isect_offsets"], frame["flatten_ids"], False)
+    return ours, ours.render(config)
+
+
+# --- the plan kernels against plan.plan_schedule ---------------------------------------------------------
+
+def counts_offsets(counts):
+    offsets = (torch.cumsum(counts, 0) - counts).to(torch.int32)
+    return offsets, int(counts.sum())
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_plan_kernels_match_the_torch_oracle(seed):
+    g = torch.Generator().manual_seed(seed)
+    n = [60, 900, 8160, 32640, 20_000][seed % 5]
+    counts = (torch.rand(n, generator=g) ** (3 + seed) * 200_000).to(torch.int32)
+    counts[torch.rand(n, generator=g) < 0.2] = 0
+    offsets, total = counts_offsets(counts)
+    masks = (torch.rand(n, generator=g) > 0.1) if seed % 3 == 0 else None
+    config = LPTConfig(overhead_lambda=float(torch.rand(1, generator=g)) * 600,
+                       imbalance_beta=float(torch.rand(1, generator=g)), max_chunked_tiles=[1023, 100, 7][seed % 3],
+                       saturation_feedback=False)
+    rasterizer = gsplat_lpt.rasterizer_for(VARIANT_3DGS, 3, 16, torch.device("cuda"))
+    inter = runtime.Intersections(offsets.cuda(), torch.zeros(total, dtype=torch.int32, device="cuda"),
+                                  None if masks is None else masks.cuda().view(torch.uint8), 1, n, 1, 1, n, 1, 1)
+    for mode_config in (config, config.replace(mode="chunk", chunk_count=4),
+                        config.replace(mode="fixed", heavy_ratio=0.03, chunk_count=16),
+                        config.replace(mode="lpt")):
+        plan = rasterizer.plan(inter, mode_config)
+        ws = plan.workspace
+        capacity = ws.chunk_units if mode_config.mode != "lpt" else 0
+        oracle = plan_schedule(offsets, total, rasterizer.concurrent_ctas, mode_config, masks=masks, capacity=capacity)
+        report = plan.report()
+        assert (report["chunked_tiles"], report["chunk_count"]) == (oracle.choice.chunked_tiles,
+                                                                    oracle.choice.chunk_count), mode_config.mode
+        schedule = ws.schedule.tolist()
+        assert schedule[constants.SCHEDULE["nonempty_items"]] == oracle.nonempty
+        assert report["max_workload"] == oracle.max_cost and report["total_workload"] == oracle.total_workload
+        if mode_config.mode == "auto":
+            assert schedule[constants.SCHEDULE["head_count"]] == oracle.head
+            assert schedule[constants.SCHEDULE["wanted_chunk_units"]] == oracle.choice.wanted_chunk_units
+            assert report["predicted_cost"] == oracle.choice.predicted_cost  # same float64 operations
+            head = oracle.head
+            assert torch.equal(ws.lpt_order[:head].cpu().long(), oracle.lpt_order[:head])  # exact head order
+        assert report["predicted_cost_lpt"] == pytest.approx(oracle.choice.predicted_cost_lpt, rel=1e-12)
+        # every item exactly once; costs in bucket order (exact within the head)
+        order = ws.lpt_order[:n].cpu().long()
+        assert torch.equal(torch.sort(order).values, torch.arange(n))
+        sorted_costs = ws.sorted_costs[:n].cpu()
+        expected_costs = counts if masks is None else counts * masks
+        assert torch.equal(sorted_costs, expected_costs[order].to(torch.int32))
+        buckets = cost_buckets(sorted_costs)
+        assert torch.all(buckets[:-1] >= buckets[1:])
+
+
+def test_saturation_feedback_orders_by_the_previous_stop_depth():
+    """An opaque heavy tile stops early: the next frame's plan predicts its real cost."""
+    frame = project(*random_gaussians(3000, seed=4, cluster=-20000), *cameras(1, 208, 120), 208, 120)
+    config = LPTConfig(mode="auto")
+    _, (_, _, _, first) = render(frame, config)
+    _, (colors, _, _, second) = render(frame, config)
+    assert not first.report()["saturation_feedback"] and second.report()["saturation_feedback"]
+    assert second.report()["predicted_total_cost"] < first.report()["predicted_total_cost"]
+    ref_colors, _, _ = gsplat_forward(frame)
+    assert psnr(colors, ref_colors) >= 76.0
+
+
+# --- plan and run ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("config", [LPTConfig(mode="lpt"), LPTConfig(mode="chunk", chunk_count=8),
+                                    LPTConfig(mode="auto", overhead_lambda=0.0, min_gain=0.0)],
+                         ids=lambda c: c.mode)
+def test_a_plan_runs_twice_with_equal_output(config):
+    frame = small_frame(seed=1)
+    ours, (colors, alphas, last_ids, plan) = render(frame, config)
+    rasterizer = plan.rasterizer
+    again = [torch.empty_like(t) for t in (colors, alphas, last_ids)]
+    outputs = VARIANT_3DGS.outputs_struct(*(t.data_ptr() for t in again))
+    params = VARIANT_3DGS.params_struct(ours.means2d.data_ptr(), ours.conics.data_ptr(), ours.opacities.data_ptr(),
+                                        ours.colors.data_ptr(), 0)
+    rasterizer.run(plan, params, outputs)
+    for first, second in zip((colors, alphas, last_ids), again):
+        assert torch.equal(first, second)
+
+
+def test_a_stale_plan_is_refused():
+    frame = small_frame(seed=2)
+    ours, (*_, plan) = render(frame, LPTConfig(mode="lpt"))
+    render(frame, LPTConfig(mode="lpt"))  # plans the next frame on the same workspace
+    with pytest.raises(RuntimeError, match="stale"):
+        plan.rasterizer.run(plan, VARIANT_3DGS.params_struct(), VARIANT_3DGS.outputs_struct())
+
+
+@pytest.mark.parametrize("mode", ["lpt", "auto"])
+def test_no_allocation_per_frame_after_warm_up(mode):
+    """Only the three outputs come from the caching allocator per frame; no new device memory at all."""
+    frame = small_frame(seed=3, W=320, H=192)
+    config = LPTConfig(mode=mode)
+    for _ in range(3):
+        gsplat_lpt.rasterize_to_pixels(**frame, config=config)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_stats()
+    frames = 5
+    for _ in range(frames):
+        gsplat_lpt.rasterize_to_pixels(**frame, config=config)
+    torch.cuda.synchronize()
+    after = torch.cuda.memory_stats()
+    assert after["segment.all.allocated"] == before["segment.all.allocated"]  # no cudaMalloc
+    assert after["allocation.all.allocated"] - before["allocation.all.allocated"] == 3 * frames
+
+
+@pytest.mark.parametrize("config", [LPTConfig(mode="lpt"), LPTConfig(mode="auto", saturation_feedback=False),
+                                    LPTConfig(mode="chunk", chunk_count=4)], ids=lambda c: c.mode)
+def test_a_frame_captured_in_a_cuda_graph_replays_equal(config):
+    frame = small_frame(seed=5)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):  # warm-up on the capture stream: its workspace exists before the capture
+            eager = gsplat_lpt.rasterize_to_pixels(**frame, config=config)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        captured = gsplat_lpt.rasterize_to_pixels(**frame, config=config)
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured[0], eager[0]) and torch.equal(captured[1], eager[1])
+
+
+# --- inputs that must never hang or kill the context ------------------------------------------------------
+
+def still_alive():
+    """A correct frame after a bad one: the CUDA context survived."""
+    frame = small_frame(seed=7)
+    ref_colors, _, _ = gsplat_forward(frame)
+    colors, _ = gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="lpt"))
+    torch.cuda.synchronize()
+    assert (colors - ref_colors).abs().max().item() <= 1e-6
+
+
+def corrupted(kind):
+    frame = small_frame(seed=6)
+    offsets = frame["isect_offsets"].clone().reshape(-1)
+    n = frame["flatten_ids"].numel()
+    if kind == "decreasing":
+        offsets[len(offsets) // 2] = offsets[len(offsets) // 2 + 5] + 7
+    elif kind == "past-the-end":
+        offsets[-3] = n + 1000
+    elif kind == "negative":
+        offsets[4] = -5
+    frame["isect_offsets"] = offsets.reshape(frame["isect_offsets"].shape)
+    if kind == "flatten-ids":
+        ids = frame["flatten_ids"].clone()
+        ids[n // 3] = frame["means2d"].shape[0] * frame["means2d"].shape[1] + 12
+        ids[n // 2] = -1
+        frame["flatten_ids"] = ids
+    return frame
+
+
+@pytest.mark.parametrize("kind", ["decreasing", "past-the-end", "negative", "flatten-ids"])
+def test_invalid_intersections_raise_and_the_context_survives(kind):
+    frame = corrupted(kind)
+    match = "flatten_ids holds an index" if kind == "flatten-ids" else "isect_offsets must be non-decreasing"
+    with pytest.raises(LPTInputError, match=match):  # checked at once
+        gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="auto", check_inputs=True))
+    still_alive()
+    colors, _ = gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="lpt"))  # not checked: returns
+    torch.cuda.synchronize()
+    if kind != "flatten-ids":
+        assert torch.isnan(colors).all()  # never a silently wrong image
+    with pytest.raises(LPTInputError, match="an earlier call"):  # ... and the next call says why
+        gsplat_lpt.rasterize_to_pixels(**small_frame(seed=8), config=LPTConfig(mode="lpt"))
+    still_alive()
+
+
+def test_zero_images_return_what_gsplat_returns():
+    frame = small_frame(seed=9, cameras_count=1)
+    empty = {k: (v[:0] if isinstance(v, torch.Tensor) and k != "flatten_ids" else v) for k, v in frame.items()}
+    empty["flatten_ids"] = frame["flatten_ids"][:0]
+    colors, alphas = gsplat_lpt.rasterize_to_pixels(**empty, config=LPTConfig())
+    assert colors.shape == (0, frame["image_height"], frame["image_width"], 3) and alphas.shape[0] == 0
+    still_alive()
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("mode", ["lpt", "auto", "chunk"])
+def test_tensors_on_another_device_than_the_current_one(mode):
+    frame = small_frame(seed=10)
+    frame = {k: (v.to("cuda:1") if isinstance(v, torch.Tensor) else v) for k, v in frame.items()}
+    torch.cuda.set_device(0)
+    with torch.cuda.device(1):
+        ref_colors, ref_alphas, _ = gsplat_forward(frame)
+    colors, alphas = gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode=mode))
+    assert colors.device == torch.device("cuda:1") and torch.cuda.current_device() == 0
+    torch.cuda.synchronize(1)
+    assert psnr(colors, ref_colors) >= 76.0
+    if mode == "lpt":
+        assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
+
+
+def test_a_smaller_gpu_shared_memory_limit(monkeypatch):
+    """With 99 KiB per CTA (RTX 30/40, L4, L40S, A10) every tile size still fits; below what a kernel
+    needs the error says which tile size to give up."""
+    frame = small_frame(seed=11)
+    monkeypatch.setenv(runtime.ENV_SHARED_MEMORY_LIMIT, str(99 * 1024))
+    runtime.reset_rasterizers()
+    for tile_size in (8, 16, 32):
+        f = project(*random_gaussians(2000, seed=tile_size), *cameras(1, 96, 64), 96, 64, tile_size=tile_size)
+        ref_colors, _, _ = gsplat_forward(f)
+        colors, _ = gsplat_lpt.rasterize_to_pixels(**f, config=LPTConfig(mode="auto"))
+        assert psnr(colors, ref_colors) >= 76.0
+    monkeypatch.setenv(runtime.ENV_SHARED_MEMORY_LIMIT, str(4 * 1024))
+    runtime.reset_rasterizers()
+    with pytest.raises(LPTRuntimeError, match="smaller tile_size"):
+        gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="lpt"))
+    monkeypatch.delenv(runtime.ENV_SHARED_MEMORY_LIMIT)
+    runtime.reset_rasterizers()
+    still_alive()
+
+
+def test_large_channel_counts_index_with_64_bits():
+    """colors + g * CDIM in 64 bits: the same Gaussians at rows beyond 2^31 / 64 render as at low rows.
+    (gsplat 1.5.3's own kernel indexes in 32 bits there, so it cannot be the reference.)"""
+    if torch.cuda.get_device_properties(0).total_memory < 40 * 2**30:
+        pytest.skip("needs 40 GB of GPU memory")
+    W, H, channels = 64, 48, 64
+    frame = project(*random_gaussians(200, seed=12), *cameras(1, W, H), W, H, channels=channels)
+    low = gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="chunk", chunk_count=4))
+    pad = math.ceil(2**31 / channels) + 1000  # rows whose colour offset g * 64 exceeds 2^31
+    high = dict(frame)
+    for key in ("means2d", "conics", "colors", "opacities"):
+        filler = torch.zeros((1, pad) + frame[key].shape[2:], device="cuda")
+        high[key] = torch.cat([filler, frame[key]], 1)
+    high["flatten_ids"] = frame["flatten_ids"] + pad
+    out = gsplat_lpt.rasterize_to_pixels(**high, config=LPTConfig(mode="chunk", chunk_count=4))
+    assert torch.equal(out[0], low[0]) and torch.equal(out[1], low[1])
+    del high, out
+    torch.cuda.empty_cache()
