@@ -141,7 +141,7 @@ def finite_or_text(value: Any) -> Any:
 
 def blend_inputs_from_meta(meta: Dict[str, Any], rgb: torch.Tensor):
     """The exact `rasterize_to_pixels` arguments of a render_mode="RGB+ED" rasterization call."""
-    from gsplat_lpt.frame import BlendInputs
+    from gsplat_lpt.tools.frame import BlendInputs
 
     colors = torch.cat([rgb, meta["depths"][..., None]], dim=-1).contiguous()  # [C, N, 4]: RGB + depth
     return BlendInputs(
@@ -169,7 +169,7 @@ def render_and_time(args: Args, scene: omnire.DrivingScene, rig: omnire.CameraRi
     import imageio.v2 as imageio
 
     from gsplat_lpt import LPTConfig
-    from gsplat_lpt.timing import median_ms, time_interleaved
+    from gsplat_lpt.tools.timing import median_ms, time_interleaved
 
     config = LPTConfig(mode=args.mode)
     frames_dir = args.out / "frames"

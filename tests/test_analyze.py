@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from gsplat_lpt.analyze import (
+from gsplat_lpt.tools.analyze import (
     H200_CONCURRENT_CTAS,
     analyze_scene,
     brute_force_tile_counts,

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from gsplat_lpt.bench import (
+from gsplat_lpt.tools.bench import (
     DEFAULT_FIXED_GRID,
     FrameResult,
     NeedsGPU,
@@ -20,7 +20,7 @@ from gsplat_lpt.bench import (
     summarize,
     write_results,
 )
-from gsplat_lpt.plots import plot_frame_times, plot_speedup_vs_imbalance
+from gsplat_lpt.tools.plots import plot_frame_times, plot_speedup_vs_imbalance
 from gsplat_lpt.scenes import make_scene
 
 FAKE = "TEST-DATA (fake numbers)"
@@ -124,9 +124,9 @@ def test_bench_on_gpu_small_scene(tmp_path):
 def test_bench_scene_plumbing_with_fake_gpu_calls(monkeypatch):
     """bench_scene's bookkeeping on the CPU: projection, blending and timing are replaced by FAKES that
     return made-up numbers (TEST-DATA); what is checked is which calls are made and what is recorded."""
-    import gsplat_lpt.bench as bench_module
-    import gsplat_lpt.frame as frame_module
-    import gsplat_lpt.timing as timing_module
+    import gsplat_lpt.tools.bench as bench_module
+    import gsplat_lpt.tools.frame as frame_module
+    import gsplat_lpt.tools.timing as timing_module
     from gsplat_lpt.scenes import Scene
 
     calls = []

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from gsplat_lpt.cli import EXIT_BAD_INPUT, EXIT_NEEDS_GPU, Analyze, Bench, expand_scene_names, main
-from gsplat_lpt.loaders import SPLAT_RECORD
+from gsplat_lpt.tools.cli import EXIT_BAD_INPUT, EXIT_NEEDS_GPU, Analyze, Bench, expand_scene_names, main
+from gsplat_lpt.scenes.loaders import SPLAT_RECORD
 from gsplat_lpt.scenes import scene_names
 
 SMALL = ["--width", "320", "--height", "180", "--scale", "0.02", "--frames", "1"]
@@ -128,7 +128,7 @@ def test_module_entry_point_help():
 
 
 def test_render_camera_paths_on_the_cpu():
-    from gsplat_lpt.render import _mosaic, camera_path
+    from gsplat_lpt.tools.render import _mosaic, camera_path
     from gsplat_lpt.scenes import make_scene
 
     scene = make_scene("balanced", width=320, height=180, scale=0.01, frames=2)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from gsplat_lpt.loaders import (
+from gsplat_lpt.scenes.loaders import (
     SPLAT_RECORD,
     SceneLoadError,
     auto_orbit,

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from gsplat_lpt.analyze import frame_stats, frame_tile_counts
+from gsplat_lpt.tools.analyze import frame_stats, frame_tile_counts
 from gsplat_lpt.scenes import (
     LADDER_IMBALANCE,
     check_resolution,

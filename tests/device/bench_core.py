@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 
 from gsplat_lpt import LPTConfig
-from gsplat_lpt.frame import BlendInputs
-from gsplat_lpt.timing import median_ms, time_interleaved
+from gsplat_lpt.tools.frame import BlendInputs
+from gsplat_lpt.tools.timing import median_ms, time_interleaved
 
 
 def ladder_frame(heavy: int, seed: int = 0, width: int = 1920, height: int = 1080, background: int = 400_000) -> BlendInputs:

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .config import LPTConfig
+from ..config import LPTConfig
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 
@@ -34,8 +34,8 @@ def check_video_path(video: Optional[Path]) -> None:
 
 def camera_path(scene, path: str, frames: int):
     """The scene with the requested camera path: its own cameras ("scene"), an orbit or a fly-through."""
-    from .loaders import auto_orbit
-    from .scenes import flythrough_path
+    from ..scenes import auto_orbit
+    from ..scenes import flythrough_path
 
     if path == "scene":
         if scene.viewmats.shape[0] == 0:

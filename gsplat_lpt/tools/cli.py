@@ -61,7 +61,7 @@ class PolicyOptions:
     """epsilon: chunk only if the model predicts at least this relative gain."""
 
     def lpt_config(self, mode: str = "auto"):
-        from .config import LPTConfig
+        from ..config import LPTConfig
 
         changes = {"mode": mode, "chunk_count": self.chunk_count, "min_gain": self.min_gain}
         if self.overhead_lambda is not None:
@@ -149,7 +149,7 @@ class BadInput(ValueError):
 
 
 def expand_scene_names(names: Sequence[str]) -> List[str]:
-    from .scenes import scene_names
+    from ..scenes import scene_names
 
     expanded: List[str] = []
     for name in names:
@@ -159,8 +159,8 @@ def expand_scene_names(names: Sequence[str]) -> List[str]:
 
 def check_scene_names(names: Sequence[str]) -> None:
     """Each entry is a built-in name or an existing path."""
-    from .loaders import ACCEPTED_FORMATS
-    from .scenes import scene_names
+    from ..scenes import ACCEPTED_FORMATS
+    from ..scenes import scene_names
 
     if not names:
         raise BadInput(f"no scene given; expected {ACCEPTED_FORMATS}")
@@ -171,7 +171,7 @@ def check_scene_names(names: Sequence[str]) -> None:
 
 
 def check_common(options: SceneOptions) -> None:
-    from .scenes import check_resolution
+    from ..scenes import check_resolution
 
     if (options.width is None) != (options.height is None):
         raise BadInput("give both --width and --height, or neither")
@@ -194,8 +194,8 @@ def check_common(options: SceneOptions) -> None:
 
 def load(name: str, options: SceneOptions):
     """A built-in scene or a file, with the requested size and frame count (errors become BadInput)."""
-    from .loaders import load_scene
-    from .scenes import DEFAULT_HEIGHT, DEFAULT_WIDTH, make_scene, scene_names
+    from ..scenes import load_scene
+    from ..scenes import DEFAULT_HEIGHT, DEFAULT_WIDTH, make_scene, scene_names
 
     try:
         if name in scene_names():

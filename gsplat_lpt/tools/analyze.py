@@ -24,8 +24,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .config import LPTConfig
-from .plan import choose_chunking, lpt_order, tile_workloads
+from ..config import LPTConfig
+from ..plan import choose_chunking, lpt_order, tile_workloads
 
 # K of the persistent kernel on an NVIDIA H200: 132 SMs x 8 resident CTAs.
 # K of our 3DGS persistent kernel on an H200, from the occupancy API there: 132 SMs x 6 resident CTAs

@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
-from .config import LPTConfig
+from ..config import LPTConfig
 
 BENCH_MODES: Tuple[str, ...] = ("vanilla", "lpt", "chunk", "auto")
 # Small (rho, k) grid for the "best fixed" column: fraction of non-empty tiles chunked, chunks per tile.
@@ -240,7 +240,7 @@ def _time_rasterization(scene, viewmats, Ks, config: LPTConfig, repeats: int, wa
     """Median ms of the whole `gsplat.rasterization` call with gsplat's backend and ours."""
     import gsplat
 
-    from . import hook  # noqa: F401  (importing gsplat_lpt installed the backend flag)
+    from .. import hook  # noqa: F401  (importing gsplat_lpt installed the backend flag)
     from .timing import median_ms, time_interleaved
 
     def render(backend: str):
