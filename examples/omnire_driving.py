@@ -34,7 +34,8 @@ _REPO_ROOT = Path(__file__).resolve().parents[1]
 if (_REPO_ROOT / "gsplat_lpt").is_dir() and str(_REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(_REPO_ROOT))  # run from a checkout without `pip install -e .`
 
-from gsplat_lpt import omnire  # noqa: E402
+import omnire  # noqa: E402  (examples/omnire/, beside this script)
+from gsplat_lpt.tools.metrics import psnr  # noqa: E402
 
 SizePreset = Literal["waymo", "pandaset", "nuscenes", "argoverse", "nuplan", "1080p"]
 
@@ -179,7 +180,7 @@ def render_and_time(args: Args, scene: omnire.DrivingScene, rig: omnire.CameraRi
     video_frames = []
     for frame in range(rig.num_frames):
         camtoworlds = rig.camtoworlds[frame]  # [C, 4, 4]
-        gaussians = scene.compose(frame, camtoworlds)
+        gaussians = omnire.compose_frame(scene, frame, camtoworlds)
         viewmats = torch.linalg.inv(camtoworlds)  # [C, 4, 4]
 
         def rasterize(backend: str, **extra):
@@ -205,9 +206,7 @@ def render_and_time(args: Args, scene: omnire.DrivingScene, rig: omnire.CameraRi
         )
         ms = {name: median_ms(samples) for name, samples in times.items()}
 
-        sky_rgb = None
-        if scene.sky is not None:
-            sky_rgb = scene.sky(omnire.pixel_viewdirs(camtoworlds, rig.Ks, rig.width, rig.height))  # [C, H, W, 3]
+        sky_rgb = omnire.sky_colors(scene, camtoworlds, rig.Ks, rig.width, rig.height)  # [C, H, W, 3] or None
         image_lpt = omnire.composite_image(colors_lpt, alphas_lpt, sky_rgb, scene.affine)  # [C, H, W, 3]
         strip = to_uint8_strip(image_lpt)
         if args.save_frames:
@@ -234,8 +233,8 @@ def render_and_time(args: Args, scene: omnire.DrivingScene, rig: omnire.CameraRi
             "e2e_lpt_ms": ms["e2e_lpt"],
             "e2e_speedup": ms["e2e_cuda"] / ms["e2e_lpt"],
             # RGB channels only: the depth channel (metres) would swamp a peak-1 PSNR.
-            "psnr_e2e_db": omnire.psnr(colors_lpt[..., :3], colors_cuda[..., :3]),
-            "psnr_blend_db": omnire.psnr(blend_lpt[0][..., :3], blend_vanilla[0][..., :3]),
+            "psnr_e2e_db": psnr(colors_lpt[..., :3], colors_cuda[..., :3]),
+            "psnr_blend_db": psnr(blend_lpt[0][..., :3], blend_vanilla[0][..., :3]),
             "max_abs_diff_alpha": float((alphas_lpt - alphas_cuda).abs().max()),
         }
         rows.append(row)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import re
 import struct
-from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -30,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .scene import Scene, check_resolution, look_at, orbit_path
+from .scene import Scene, check_resolution, orbit_path
 
 ACCEPTED_FORMATS = (
     "a built-in scene name, a gsplat simple_trainer checkpoint (.pt/.pth, or its result folder), "

@@ -23,6 +23,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 
 from ..config import LPTConfig
+from .metrics import psnr
 
 BENCH_MODES: Tuple[str, ...] = ("vanilla", "lpt", "chunk", "auto")
 # Small (rho, k) grid for the "best fixed" column: fraction of non-empty tiles chunked, chunks per tile.
@@ -143,12 +144,6 @@ def _psnr_text(value: Optional[float]) -> Any:
     if value is None:
         return ""
     return "inf" if math.isinf(value) else round(float(value), 2)
-
-
-def psnr(image: torch.Tensor, reference: torch.Tensor, peak: float = 1.0) -> float:
-    """Peak signal-to-noise ratio in dB; inf when the images are identical."""
-    mse = float(torch.mean((image.double() - reference.double()) ** 2))
-    return math.inf if mse == 0.0 else 10.0 * math.log10(peak * peak / mse)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -4,15 +4,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from gsplat_lpt.tools.cli import EXIT_BAD_INPUT, EXIT_NEEDS_GPU, Analyze, Bench, expand_scene_names, main
-from gsplat_lpt.scenes.loaders import SPLAT_RECORD
 from gsplat_lpt.scenes import scene_names
+from helpers import ROOT, write_splat
 
 SMALL = ["--width", "320", "--height", "180", "--scale", "0.02", "--frames", "1"]
 
@@ -39,13 +37,7 @@ def test_analyze_options_reach_the_policy(tmp_path):
 
 
 def test_analyze_a_file(tmp_path, capsys):
-    records = np.zeros(500, dtype=SPLAT_RECORD)
-    rng = np.random.default_rng(0)
-    records["position"] = rng.normal(size=(500, 3))
-    records["scale"] = 0.05
-    records["rgba"] = 200
-    records["rotation"] = [255, 128, 128, 128]
-    records.tofile(tmp_path / "tiny.splat")
+    write_splat(tmp_path / "tiny.splat")
     assert main(["analyze", "--scene", str(tmp_path / "tiny.splat"), "--frames", "2", "--width", "256",
                  "--height", "192"]) == 0
     assert "tiny" in capsys.readouterr().out
@@ -119,32 +111,11 @@ def test_parse_errors_exit_2():
 
 
 def test_module_entry_point_help():
-    root = Path(__file__).resolve().parent.parent
-    environment = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    environment = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     result = subprocess.run([sys.executable, "-m", "gsplat_lpt", "--help"], capture_output=True, text=True,
-                            env=environment, cwd=root, timeout=120)
+                            env=environment, cwd=ROOT, timeout=120)
     assert result.returncode == 0
     assert "bench" in result.stdout and "analyze" in result.stdout and "render" in result.stdout
-
-
-def test_render_camera_paths_on_the_cpu():
-    from gsplat_lpt.tools.render import _mosaic, camera_path
-    from gsplat_lpt.scenes import make_scene
-
-    scene = make_scene("balanced", width=320, height=180, scale=0.01, frames=2)
-    assert camera_path(scene, "scene", 5) is scene  # the scene's own cameras
-    orbit = camera_path(scene, "orbit", 6)
-    assert orbit.num_frames == 6 and orbit.Ks.shape == (6, 3, 3)
-    fly = camera_path(scene, "flythrough", 4)
-    centres = torch.linalg.inv(fly.viewmats)[:, :3, 3]
-    steps = centres[1:] - centres[:-1]
-    assert torch.allclose(steps, steps[:1].expand_as(steps), atol=1e-4) and steps[0].norm() > 0
-    forward = fly.viewmats[0, 2, :3]  # moves along its viewing direction
-    assert torch.nn.functional.cosine_similarity(forward, steps[0], dim=0) > 0.99
-    with pytest.raises(ValueError, match="camera path"):
-        camera_path(scene, "spiral", 3)
-    mosaic = _mosaic(np.ones((6, 2, 3, 3), dtype=np.uint8))
-    assert mosaic.shape == (4, 9, 3)
 
 
 @pytest.mark.gpu
