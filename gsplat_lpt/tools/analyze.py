@@ -470,20 +470,14 @@ def stats_table(stats: Sequence[FrameStats], title: str = "tile workloads"):
 
 
 def write_stats(stats: Sequence[FrameStats], out_dir, meta: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
-    """analyze.csv (one row per frame) and analyze.json (rows, histograms, run facts). Returns the paths."""
-    import csv
-    import json
+    """analyze.csv (one row per frame) and analyze.json (rows, histograms, run facts), each written whole."""
     from pathlib import Path
+
+    from . import output
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    csv_path, json_path = out / "analyze.csv", out / "analyze.json"
-    with open(csv_path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(ANALYZE_COLUMNS))
-        writer.writeheader()
-        for s in stats:
-            row = s.row()
-            writer.writerow({key: row[key] for key in ANALYZE_COLUMNS})
-    with open(json_path, "w") as handle:
-        json.dump({"meta": meta or {}, "frames": [s.row() for s in stats]}, handle, indent=2)
-    return {"csv": str(csv_path), "json": str(json_path)}
+    rows = [s.row() for s in stats]
+    csv_path = output.write_csv(out / "analyze.csv", rows, ANALYZE_COLUMNS)
+    json_path = output.write_json(out / "analyze.json", {"meta": meta or {}, "frames": rows})
+    return {"csv": csv_path, "json": json_path}

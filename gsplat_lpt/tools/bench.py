@@ -13,7 +13,6 @@ Only `bench_scene` needs a GPU; tables, CSV/JSON and the summary work on any lis
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -23,6 +22,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 
 from ..config import LPTConfig
+from . import output
 from .metrics import psnr
 
 BENCH_MODES: Tuple[str, ...] = ("vanilla", "lpt", "chunk", "auto")
@@ -334,21 +334,13 @@ CSV_NAME, JSON_NAME = "bench.csv", "bench.json"
 
 
 def write_results(results: Sequence[FrameResult], out_dir, meta: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
-    """bench.csv (one row per frame) and bench.json (full records, band summary, run facts)."""
+    """bench.csv (one row per frame) and bench.json (full records, band summary, run facts), each written whole."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows = [r.row() for r in results]
-    columns: List[str] = []
-    for row in rows:
-        columns += [key for key in row if key not in columns]
-    with open(out / CSV_NAME, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    with open(out / JSON_NAME, "w") as handle:
-        json.dump({"meta": meta or {}, "summary": summarize(results), "frames": [r.to_json() for r in results]},
-                  handle, indent=2)
-    return {"csv": str(out / CSV_NAME), "json": str(out / JSON_NAME)}
+    csv_path = output.write_csv(out / CSV_NAME, [r.row() for r in results])
+    json_path = output.write_json(out / JSON_NAME, {"meta": meta or {}, "summary": summarize(results),
+                                                    "frames": [r.to_json() for r in results]})
+    return {"csv": csv_path, "json": json_path}
 
 
 def read_results(path) -> Tuple[List[FrameResult], Dict[str, Any]]:

@@ -10,7 +10,6 @@ chosen time / best time). It is re-runnable on any GPU: `gsplat-lpt calibrate` (
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -116,4 +115,6 @@ def measure_frame(name: str, frame, repeats: int = 11, max_height: int = 512) ->
 def save(frames: Sequence[FrameMeasurements], result: Dict, path: Path) -> None:
     payload = {"frames": [{**asdict(f), "schedule_ms": {f"{h},{k}": ms for (h, k), ms in f.schedule_ms.items()}}
                           for f in frames], "fit": result}
-    path.write_text(json.dumps(payload, indent=1))
+    from .output import write_json
+
+    write_json(path, payload)

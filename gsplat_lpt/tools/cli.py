@@ -14,14 +14,20 @@ nothing is written), 2 a GPU is needed and this machine has none.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Literal, Optional, Sequence, Tuple
 
+from .output import OutputError, check_output_file, prepare_output
+
 EXIT_BAD_INPUT = 1
 EXIT_NEEDS_GPU = 2
 LADDER_ALIASES = ("ladder", "all")
+# What each command writes into its --out folder (checked before any work; analyze adds one histogram per scene).
+BENCH_FILES = ("bench.csv", "bench.json", "speedup_vs_imbalance.png", "frame_times.png")
+ANALYZE_FILES = ("analyze.csv", "analyze.json", "simulated_speedups.png")
 
 
 @dataclass
@@ -221,7 +227,7 @@ def policy_config(options: PolicyOptions, mode: str = "auto"):
 
 
 def run_bench(args: Bench, console) -> int:
-    from . import bench, plots
+    from . import bench
 
     names = expand_scene_names(args.scene)
     check_scene_names(names)
@@ -234,7 +240,15 @@ def run_bench(args: Bench, console) -> int:
         raise BadInput("bench uses gsplat's default tile size 16")
     config = policy_config(args, "auto")
     bench.require_cuda()
-    scenes = [load(name, args) for name in names]  # all loaded (and validated) before anything is written
+    place = prepare_output(args.out, BENCH_FILES)
+    with place.cleanup_on_error():
+        return _bench(args, names, config, console)
+
+
+def _bench(args: Bench, names: Sequence[str], config, console) -> int:
+    from . import bench, plots
+
+    scenes = [load(name, args) for name in names]
     results = []
     for scene in scenes:
         console.print(f"[bold]{scene.summary()}[/bold]")
@@ -257,15 +271,25 @@ def run_bench(args: Bench, console) -> int:
 
 
 def run_analyze(args: Analyze, console) -> int:
-    from . import analyze, plots
-
     names = expand_scene_names(args.scene)
     check_scene_names(names)
     check_common(args)
     if args.concurrent_ctas < 1:
         raise BadInput(f"--concurrent-ctas must be >= 1, got {args.concurrent_ctas}")
     config = policy_config(args, "auto")
+    if args.out is None:
+        return _analyze(args, names, config, console, None)
+    place = prepare_output(args.out, ANALYZE_FILES)
+    with place.cleanup_on_error():
+        return _analyze(args, names, config, console, place)
+
+
+def _analyze(args: Analyze, names: Sequence[str], config, console, place) -> int:
+    from . import analyze, plots
+
     scenes = [load(name, args) for name in names]
+    if place is not None:
+        place.check_names([f"{scene.name}_histogram.png" for scene in scenes])
     all_stats = []
     for scene in scenes:
         stats, _ = analyze.analyze_scene(scene, args.concurrent_ctas, config, tile_size=args.tile_size, progress=True)
@@ -293,7 +317,7 @@ def run_analyze(args: Analyze, console) -> int:
 def run_render(args: Render, console) -> int:
     import torch
 
-    from .render import camera_path, check_video_path, render_scene
+    from .render import camera_path, check_video_path, output_names
 
     names = expand_scene_names(args.scene)
     if len(names) != 1:
@@ -311,7 +335,19 @@ def run_render(args: Render, console) -> int:
         from .bench import NeedsGPU
 
         raise NeedsGPU("gsplat-lpt render needs a CUDA GPU (none found); `gsplat-lpt analyze` runs on the CPU")
-    scene = camera_path(load(names[0], args), args.path, args.frames or 8)
+    place = prepare_output(args.out)
+    with contextlib.ExitStack() as cleanups:
+        cleanups.enter_context(place.cleanup_on_error())
+        if args.video is not None:
+            cleanups.enter_context(check_output_file(args.video, "--video").cleanup_on_error())
+        scene = camera_path(load(names[0], args), args.path, args.frames or 8)
+        place.check_names(output_names(scene))
+        return _render(args, scene, config, console)
+
+
+def _render(args: Render, scene, config, console) -> int:
+    from .render import render_scene
+
     result = render_scene(scene, args.out, backend=args.backend, config=config, video=args.video,
                           background=args.background, fps=args.fps)
     console.print(f"wrote {len(result['images'])} file(s) to {args.out}" + (f" and {args.video}" if args.video else ""))
@@ -319,7 +355,7 @@ def run_render(args: Render, console) -> int:
 
 
 def run_calibrate(args: Calibrate, console) -> int:
-    from . import bench, calibrate
+    from . import bench
 
     names = expand_scene_names(args.scene)
     check_scene_names(names)
@@ -327,6 +363,14 @@ def run_calibrate(args: Calibrate, console) -> int:
     if args.repeats < 5:
         raise BadInput(f"--repeats must be >= 5, got {args.repeats}")
     bench.require_cuda("calibrate")
+    place = prepare_output(args.out, ["calibration.json"])
+    with place.cleanup_on_error():
+        return _calibrate(args, names, console)
+
+
+def _calibrate(args: Calibrate, names: Sequence[str], console) -> int:
+    from . import bench, calibrate
+
     scenes = [load(name, args) for name in names]
     measurements = []
     for scene in scenes:
@@ -336,7 +380,6 @@ def run_calibrate(args: Calibrate, console) -> int:
             measurements.append(calibrate.measure_frame(f"{scene.name}/{frame}", inputs, args.repeats,
                                                         args.max_chunked_tiles))
     result = calibrate.fit(measurements)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
     calibrate.save(measurements, result, Path(args.out) / "calibration.json")
     for m in measurements:
         choice = calibrate.policy_choice(m, result["overhead_lambda"], result["imbalance_beta"])
@@ -375,7 +418,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except NeedsGPU as error:
         error_console.print(str(error), highlight=False, markup=False, soft_wrap=True)
         return EXIT_NEEDS_GPU
-    except BadInput as error:
+    except (BadInput, OutputError) as error:
         error_console.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
         return EXIT_BAD_INPUT
 

@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .output import replacing
+
 MODE_STYLE = {  # colour, marker
     "lpt": ("tab:blue", "o"),
     "chunk": ("tab:orange", "s"),
@@ -36,8 +38,11 @@ def _finish(fig, path, note: Optional[str]) -> str:
         fig.text(0.01, 0.005, note, fontsize=7, color="dimgray", ha="left", va="bottom")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
-    _pyplot().close(fig)
+    try:
+        with replacing(path) as temporary:  # a failed save leaves no half-written PNG
+            fig.savefig(temporary, format="png", dpi=130, bbox_inches="tight")
+    finally:
+        _pyplot().close(fig)
     return str(path)
 
 

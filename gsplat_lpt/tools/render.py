@@ -8,7 +8,6 @@ schedule of every frame (`meta["lpt"]`) is written to render.json next to the im
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -16,6 +15,7 @@ import numpy as np
 import torch
 
 from ..config import LPTConfig
+from .output import replacing, write_json
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 
@@ -122,22 +122,42 @@ def render_scene(
             backgrounds=backgrounds, backend=backend, **extra)
         images = (colors[..., :3].clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()  # [C, H, W, 3]
         for camera, image in enumerate(images):
-            name = f"frame_{frame:04d}.png" if len(images) == 1 else f"frame_{frame:04d}_cam{camera}.png"
-            imageio.imwrite(out_dir / name, image)
+            name = frame_file_name(frame, camera, len(images))
+            with replacing(out_dir / name) as temporary:
+                imageio.imwrite(temporary, image)
             written.append(str(out_dir / name))
         if video is not None:
             movie.append(_mosaic(images))
         schedules.append({"frame": frame, **{key: _plain(value) for key, value in (meta.get("lpt") or {}).items()}})
     if video is not None:
-        if Path(video).suffix.lower() == ".gif":
-            imageio.mimsave(video, movie, duration=1000 / fps, loop=0)
-        else:
-            imageio.mimsave(video, movie, fps=fps)
+        write_video(video, movie, fps)
         written.append(str(video))
-    with open(out_dir / "render.json", "w") as handle:
-        json.dump({"scene": scene.summary(), "backend": backend, "mode": config.mode, "frames": schedules}, handle,
-                  indent=2)
+    write_json(out_dir / "render.json", {"scene": scene.summary(), "backend": backend, "mode": config.mode,
+                                         "frames": schedules})
     return {"images": written, "schedules": schedules}
+
+
+def frame_file_name(frame: int, camera: int, cameras: int) -> str:
+    """frame_0007.png, or frame_0007_cam2.png when a frame has several cameras."""
+    return f"frame_{frame:04d}.png" if cameras == 1 else f"frame_{frame:04d}_cam{camera}.png"
+
+
+def output_names(scene) -> List[str]:
+    """Every file `render_scene` writes into its folder for this scene."""
+    return ["render.json"] + [frame_file_name(frame, camera, scene.cameras_per_frame)
+                              for frame in range(scene.num_frames) for camera in range(scene.cameras_per_frame)]
+
+
+def write_video(path: Path, frames: Sequence[np.ndarray], fps: int) -> None:
+    """A GIF or an MP4 (imageio-ffmpeg) of uint8 frames, written whole."""
+    import imageio.v2 as imageio
+
+    suffix = Path(path).suffix.lower()
+    with replacing(path) as temporary:
+        if suffix == ".gif":
+            imageio.mimsave(temporary, frames, duration=1000 / fps, loop=0)
+        else:
+            imageio.mimsave(temporary, frames, fps=fps)
 
 
 def _plain(value):
