@@ -25,7 +25,10 @@ def test_analyze_writes_tables_and_plots(tmp_path, capsys):
             "simulated_speedups.png"} <= names
     data = json.load(open(out / "analyze.json"))
     assert len(data["frames"]) == 2 and data["meta"]["concurrent_ctas"] == 792
+    assert [frame["scene"] for frame in data["frames"]] == ["balanced", "extreme"]  # frame 0 of each
     assert data["frames"][1]["imbalance"] > data["frames"][0]["imbalance"]
+    rows = (out / "analyze.csv").read_text().splitlines()
+    assert rows[0].startswith("scene,frame,") and rows[1].startswith("balanced,0,") and rows[2].startswith("extreme,0,")
 
 
 def test_analyze_options_reach_the_policy(tmp_path):
