@@ -15,11 +15,13 @@ nothing is written), 2 a GPU is needed and this machine has none.
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Literal, Optional, Sequence, Tuple
 
+from ..config import LPTConfig
 from .output import OutputError, check_output_file, prepare_output
 
 EXIT_BAD_INPUT = 1
@@ -28,6 +30,7 @@ LADDER_ALIASES = ("ladder", "all")
 # What each command writes into its --out folder (checked before any work; analyze adds one histogram per scene).
 BENCH_FILES = ("bench.csv", "bench.json", "speedup_vs_imbalance.png", "frame_times.png")
 ANALYZE_FILES = ("analyze.csv", "analyze.json", "simulated_speedups.png")
+_CONFIG_DEFAULTS = LPTConfig()
 
 
 @dataclass
@@ -36,11 +39,11 @@ class SceneOptions:
     """Built-in scene names (balanced mild moderate street severe extreme rig; `ladder` = all of them)
     or files: gsplat checkpoint (.pt or its result folder), INRIA .ply, antimatter15 .splat, gsplat test .npz."""
     width: Optional[int] = None
-    """Image width (default: 1920 for built-in and cameraless scenes, the COLMAP/.npz camera size otherwise)."""
+    """Image width; unset: 1920 for built-in and cameraless scenes, the COLMAP/.npz camera size otherwise."""
     height: Optional[int] = None
     """Image height (see width)."""
     frames: Optional[int] = None
-    """Frames per scene (default: 3 per built-in scene, 2 for the rig, 8 views for loaded scenes)."""
+    """Frames per scene; unset: 3 per built-in scene, 2 for the rig, 8 views for loaded scenes."""
     seed: int = 0
     """Seed of the built-in scenes."""
     scale: float = 1.0
@@ -50,31 +53,29 @@ class SceneOptions:
     downscale: float = 1.0
     """Divide the COLMAP image size by this (simple_trainer's data_factor)."""
     normalize_world: Optional[bool] = None
-    """Normalise COLMAP poses as gsplat's trainer does (default: yes for checkpoints, no for .ply/.splat)."""
+    """Normalise COLMAP poses as gsplat's trainer does; unset: yes for checkpoints, no for .ply/.splat."""
     tile_size: int = 16
-    """Tile size in pixels (gsplat's default 16)."""
+    """Tile size in pixels (gsplat's tile_size)."""
 
 
 @dataclass
 class PolicyOptions:
-    chunk_count: int = 8
-    """k of the `chunk` mode."""
-    overhead_lambda: Optional[float] = None
-    """lambda of Eq. (6) (default: the calibrated value in gsplat_lpt.config)."""
-    imbalance_beta: Optional[float] = None
-    """beta of Eq. (6) (default: the calibrated value in gsplat_lpt.config)."""
-    min_gain: float = 0.10
+    chunk_count: int = _CONFIG_DEFAULTS.chunk_count
+    """k: depth chunks per chunked tile in the `chunk` and `fixed` modes."""
+    heavy_ratio: float = _CONFIG_DEFAULTS.heavy_ratio
+    """rho of the `fixed` mode: the heaviest fraction of the non-empty tiles is chunked."""
+    overhead_lambda: float = _CONFIG_DEFAULTS.overhead_lambda
+    """lambda of Eq. (6), per-chunk overhead (calibrated on an H200; `gsplat-lpt calibrate` fits it to your GPU)."""
+    imbalance_beta: float = _CONFIG_DEFAULTS.imbalance_beta
+    """beta of Eq. (6), weight of the longest work unit (calibrated with lambda)."""
+    min_gain: float = _CONFIG_DEFAULTS.min_gain
     """epsilon: chunk only if the model predicts at least this relative gain."""
 
-    def lpt_config(self, mode: str = "auto"):
-        from ..config import LPTConfig
-
-        changes = {"mode": mode, "chunk_count": self.chunk_count, "min_gain": self.min_gain}
-        if self.overhead_lambda is not None:
-            changes["overhead_lambda"] = self.overhead_lambda
-        if self.imbalance_beta is not None:
-            changes["imbalance_beta"] = self.imbalance_beta
-        return LPTConfig(**changes)
+    def lpt_config(self, mode: str = "auto") -> LPTConfig:
+        """The LPTConfig these options ask for (ValueError naming the LPTConfig field when one is out of range)."""
+        return LPTConfig(mode=mode, chunk_count=self.chunk_count, heavy_ratio=self.heavy_ratio,
+                         overhead_lambda=self.overhead_lambda, imbalance_beta=self.imbalance_beta,
+                         min_gain=self.min_gain)
 
 
 @dataclass
@@ -102,7 +103,7 @@ class Analyze(SceneOptions, PolicyOptions):
     max/min, imbalance vs K, histogram, the policy's (h, k), simulated makespans of vanilla / LPT / chunked."""
 
     out: Optional[Path] = None
-    """Output folder for analyze.csv, analyze.json and PNG plots (default: print only)."""
+    """Output folder for analyze.csv, analyze.json and PNG plots; unset: print the tables, write nothing."""
     concurrent_ctas: int = 132 * 6
     """K: concurrent CTAs of the persistent kernel (H200: 132 SMs x 6, measured with the occupancy API)."""
     tile_overhead: float = 16.0
@@ -117,8 +118,8 @@ class Render(SceneOptions, PolicyOptions):
     """Output folder for frame_XXXX.png and render.json."""
     backend: Literal["lpt", "cuda"] = "lpt"
     """lpt: our backend; cuda: gsplat's own."""
-    mode: Literal["auto", "lpt", "chunk", "vanilla"] = "auto"
-    """Schedule of the lpt backend."""
+    mode: Literal["auto", "lpt", "chunk", "fixed", "vanilla"] = "auto"
+    """Schedule of the lpt backend (LPTConfig.mode; fixed uses --heavy-ratio and --chunk-count)."""
     path: Literal["scene", "orbit", "flythrough"] = "scene"
     """Camera path: the scene's own cameras (COLMAP / built-in / .npz), an orbit, or a fly-through."""
     video: Optional[Path] = None
@@ -126,7 +127,7 @@ class Render(SceneOptions, PolicyOptions):
     fps: int = 10
     """Video frame rate."""
     background: Optional[Tuple[float, float, float]] = None
-    """Background colour (default black)."""
+    """Background colour, RGB in [0, 1]; unset: black."""
 
 
 @dataclass
@@ -136,7 +137,7 @@ class Calibrate(SceneOptions):
     to the fastest measured schedule. GPU only. Prints the LPTConfig to use; writes calibration.json."""
 
     scene: Tuple[str, ...] = ("ladder",)
-    """Scenes to calibrate on (default: the built-in ladder, balanced to extreme)."""
+    """Scenes to calibrate on (`ladder`: the built-in ladder, balanced to extreme)."""
     out: Path = Path("gsplat-lpt-calibration")
     """Output folder for calibration.json (every measurement and the whole (lambda, beta) grid)."""
     repeats: int = 11
@@ -214,11 +215,24 @@ def load(name: str, options: SceneOptions):
         raise BadInput(str(error)) from None
 
 
+# LPTConfig fields the command line sets, and their flags (errors name the flag the user typed).
+FLAG_OF_FIELD = {"chunk_count": "--chunk-count", "heavy_ratio": "--heavy-ratio", "overhead_lambda": "--overhead-lambda",
+                 "imbalance_beta": "--imbalance-beta", "min_gain": "--min-gain", "mode": "--mode"}
+
+
+def flag_names(message: str) -> str:
+    """LPTConfig's messages in the command line's words: `LPTConfig.chunk_count` -> `--chunk-count`."""
+    message = re.sub(r"LPTConfig\.(\w+)", lambda match: FLAG_OF_FIELD.get(match.group(1), match.group(0)), message)
+    for field_name, flag in FLAG_OF_FIELD.items():
+        message = re.sub(rf"(?<![\w.-]){field_name}\b", flag, message)
+    return message
+
+
 def policy_config(options: PolicyOptions, mode: str = "auto"):
     try:
         return options.lpt_config(mode)
     except ValueError as error:
-        raise BadInput(str(error)) from None
+        raise BadInput(flag_names(str(error))) from None
 
 
 # ----------------------------------------------------------------------------------------------

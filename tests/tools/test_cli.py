@@ -55,7 +55,10 @@ def test_analyze_a_file(tmp_path, capsys):
         (["analyze", "--width", "100000", "--height", "100"], "impossible resolution"),
         (["analyze", "--width", "640"], "give both --width and --height"),
         (["analyze", "--frames", "0"], "--frames must be >= 1"),
-        (["analyze", "--chunk-count", "100"], "chunk_count"),
+        (["analyze", "--chunk-count", "100"], "--chunk-count must be"),
+        (["analyze", "--chunk-count", "0"], "--chunk-count must be"),
+        (["render", "--mode", "fixed", "--heavy-ratio", "2"], "--heavy-ratio must be"),
+        (["bench", "--overhead-lambda", "-1"], "--overhead-lambda"),
         (["bench", "--repeats", "5"], "--repeats must be >= 20"),
         (["render", "--video", "out.avi"], "use .mp4 or .gif"),
     ],
@@ -65,7 +68,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch,
     out = tmp_path / "never"
     assert main([*arguments, "--out", str(out)]) == EXIT_BAD_INPUT
     captured = capsys.readouterr()
-    assert captured.err.startswith("error: ") and message in captured.err
+    assert captured.err.startswith("error: ") and message in captured.err and "LPTConfig" not in captured.err
     assert captured.err.strip().count("\n") == 0
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
@@ -102,6 +105,29 @@ def test_parsing_defaults_and_aliases():
     assert expand_scene_names(["street", "all", "street"]) == ["street"] + [n for n in scene_names() if n != "street"]
     config = tyro.cli(Bench, args=["--chunk-count", "4", "--imbalance-beta", "0.5"]).lpt_config("chunk")
     assert config.mode == "chunk" and config.chunk_count == 4 and config.imbalance_beta == 0.5
+
+
+@pytest.mark.parametrize("command", ["bench", "analyze", "render", "calibrate"])
+def test_help_prints_each_default_once(command, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")  # one line per option
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert text.count("(default:") >= 10
+    for line in text.splitlines():
+        assert line.count("default") <= 1, line
+
+
+def test_render_modes_include_fixed():
+    import tyro
+
+    from gsplat_lpt.tools.cli import Render
+
+    config = tyro.cli(Render, args=["--mode", "fixed", "--heavy-ratio", "0.05", "--chunk-count", "4"]).lpt_config("fixed")
+    assert (config.mode, config.heavy_ratio, config.chunk_count) == ("fixed", 0.05, 4)
+    for mode in ("auto", "lpt", "chunk", "fixed", "vanilla"):
+        assert tyro.cli(Render, args=["--mode", mode]).mode == mode
 
 
 def test_parse_errors_exit_2():
