@@ -15,6 +15,7 @@ nothing is written), 2 a GPU is needed and this machine has none.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import List, Literal, Optional, Sequence, Tuple
 
 from ..config import LPTConfig
+from .distributed import DistributedError, Workers
 from .output import OutputError, check_output_file, prepare_output
 
 EXIT_BAD_INPUT = 1
@@ -240,7 +242,7 @@ def policy_config(options: PolicyOptions, mode: str = "auto"):
 # ----------------------------------------------------------------------------------------------
 
 
-def run_bench(args: Bench, console) -> int:
+def run_bench(args: Bench, console, workers: Workers) -> int:
     from . import bench
 
     names = expand_scene_names(args.scene)
@@ -254,24 +256,30 @@ def run_bench(args: Bench, console) -> int:
         raise BadInput("bench uses gsplat's default tile size 16")
     config = policy_config(args, "auto")
     bench.require_cuda()
-    place = prepare_output(args.out, BENCH_FILES)
-    with place.cleanup_on_error():
-        return _bench(args, names, config, console)
+    place = workers.on_main(lambda: prepare_output(args.out, BENCH_FILES), errors=(OutputError,))
+    with place.cleanup_on_error() if workers.is_main else contextlib.nullcontext():
+        return _bench(args, names, config, console, workers)
 
 
-def _bench(args: Bench, names: Sequence[str], config, console) -> int:
+def _bench(args: Bench, names: Sequence[str], config, console, workers: Workers) -> int:
     from . import bench, plots
 
     scenes = [load(name, args) for name in names]
     results = []
     for scene in scenes:
-        console.print(f"[bold]{scene.summary()}[/bold]")
-        results += bench.bench_scene(scene, modes=args.modes, repeats=args.repeats, warmup=args.warmup, config=config,
-                                     fixed_grid=bench.DEFAULT_FIXED_GRID if args.fixed_grid else None,
-                                     end_to_end=args.end_to_end)
+        console.print(f"[bold]{scene.summary()}[/bold]" + (f" on {workers.world_size} GPUs" if workers.is_distributed
+                                                           else ""))
+        mine = bench.bench_scene(scene, modes=args.modes, repeats=args.repeats, warmup=args.warmup, config=config,
+                                 fixed_grid=bench.DEFAULT_FIXED_GRID if args.fixed_grid else None,
+                                 end_to_end=args.end_to_end, frames=workers.shard(range(scene.num_frames)),
+                                 progress=workers.is_main)
+        results += workers.gather(mine) or []  # rank 0: every frame, in order
+    if not workers.is_main:
+        return 0
     console.print(bench.results_table(results))
     meta = {"command": " ".join(sys.argv), "scenes": [s.summary() for s in scenes], "config": repr(config),
-            "repeats": args.repeats, "warmup": args.warmup, **bench.environment_facts()}
+            "repeats": args.repeats, "warmup": args.warmup, "processes": workers.world_size,
+            **bench.environment_facts()}
     paths = bench.write_results(results, args.out, meta)
     paths["speedup_plot"] = plots.plot_speedup_vs_imbalance(results, Path(args.out) / "speedup_vs_imbalance.png",
                                                             note=meta.get("gpu"))
@@ -328,7 +336,7 @@ def _analyze(args: Analyze, names: Sequence[str], config, console, place) -> int
     return 0
 
 
-def run_render(args: Render, console) -> int:
+def run_render(args: Render, console, workers: Workers) -> int:
     import torch
 
     from .render import camera_path, check_video_path, output_names
@@ -349,22 +357,26 @@ def run_render(args: Render, console) -> int:
         from .bench import NeedsGPU
 
         raise NeedsGPU("gsplat-lpt render needs a CUDA GPU (none found); `gsplat-lpt analyze` runs on the CPU")
-    place = prepare_output(args.out)
     with contextlib.ExitStack() as cleanups:
-        cleanups.enter_context(place.cleanup_on_error())
+        place = workers.on_main(lambda: prepare_output(args.out), errors=(OutputError,))
+        if workers.is_main:
+            cleanups.enter_context(place.cleanup_on_error())
         if args.video is not None:
-            cleanups.enter_context(check_output_file(args.video, "--video").cleanup_on_error())
-        scene = camera_path(load(names[0], args), args.path, args.frames or 8)
-        place.check_names(output_names(scene))
-        return _render(args, scene, config, console)
+            video_place = workers.on_main(lambda: check_output_file(args.video, "--video"), errors=(OutputError,))
+            if workers.is_main:
+                cleanups.enter_context(video_place.cleanup_on_error())
+        scene = camera_path(load(names[0], args), args.path, args.frames or 8)  # every process needs the scene
+        workers.on_main(lambda: place.check_names(output_names(scene)), errors=(OutputError,))
+        return _render(args, scene, config, console, workers)
 
 
-def _render(args: Render, scene, config, console) -> int:
+def _render(args: Render, scene, config, console, workers: Workers) -> int:
     from .render import render_scene
 
     result = render_scene(scene, args.out, backend=args.backend, config=config, video=args.video,
-                          background=args.background, fps=args.fps)
-    console.print(f"wrote {len(result['images'])} file(s) to {args.out}" + (f" and {args.video}" if args.video else ""))
+                          background=args.background, fps=args.fps, progress=workers.is_main, workers=workers)
+    console.print(f"wrote {len(result['images'])} file(s) to {args.out}" + (f" and {args.video}" if args.video else "")
+                  + (f"; {workers.world_size} GPUs rendered" if workers.is_distributed else ""))
     return 0
 
 
@@ -421,20 +433,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     error_console = Console(stderr=True)
     from .bench import NeedsGPU
 
+    workers = None
     try:
+        if isinstance(args, (Analyze, Calibrate)):
+            if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+                raise BadInput(f"gsplat-lpt {'analyze' if isinstance(args, Analyze) else 'calibrate'} runs in one "
+                               "process; start it without torchrun (torchrun spreads bench and render over GPUs)")
+            return run_analyze(args, console) if isinstance(args, Analyze) else run_calibrate(args, console)
+        workers = Workers.from_environment()  # torchrun: one process per GPU; otherwise just this one
+        if not workers.is_main:  # rank 0 alone prints (the others stop with the same status)
+            console, error_console = Console(quiet=True), Console(stderr=True, quiet=True)
         if isinstance(args, Bench):
-            return run_bench(args, console)
-        if isinstance(args, Analyze):
-            return run_analyze(args, console)
-        if isinstance(args, Calibrate):
-            return run_calibrate(args, console)
-        return run_render(args, console)
+            return run_bench(args, console, workers)
+        return run_render(args, console, workers)
     except NeedsGPU as error:
         error_console.print(str(error), highlight=False, markup=False, soft_wrap=True)
         return EXIT_NEEDS_GPU
-    except (BadInput, OutputError) as error:
+    except (BadInput, OutputError, DistributedError) as error:
         error_console.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
         return EXIT_BAD_INPUT
+    finally:
+        if workers is not None:
+            workers.close()
 
 
 if __name__ == "__main__":

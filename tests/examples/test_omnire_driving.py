@@ -12,18 +12,22 @@ import torch
 
 from helpers import EXAMPLES
 
-
 EXAMPLE = EXAMPLES / "omnire_driving.py"
 
 
-@pytest.fixture(scope="module")
-def example():
+def load_example():
     spec = importlib.util.spec_from_file_location("omnire_driving_example", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses resolve the example's string annotations through sys.modules
     spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def example():
+    module = load_example()
     yield module
-    sys.modules.pop(spec.name, None)
+    sys.modules.pop(module.__name__, None)
 
 
 def test_example_parses_arguments(example):
@@ -77,4 +81,46 @@ def test_example_totals_are_ratios_of_sums(example):
     totals = example.summarise(rows)
     assert totals["blend_speedup"] == pytest.approx(10.0 / 4.0) and totals["e2e_speedup"] == pytest.approx(1.6)
     assert totals["imbalance_max"] == 20.0 and totals["psnr_e2e_min_db"] == 90.0
-    assert example.finite_or_text(totals["psnr_blend_min_db"]) == "inf"
+    assert math.isinf(totals["psnr_blend_min_db"])
+
+
+def example_worker(rank: int, port: int, out: str) -> None:
+    """One of two processes as torchrun would start them; per-frame GPU work replaced by a FAKE."""
+    import os
+    import types
+
+    from rich.console import Console
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
+                      WORLD_SIZE="2")
+    example = load_example()
+
+    def fake_measure_frame(args, scene, rig, frame, config, rank=0):
+        strip = torch.full((4, 6, 3), 40 * frame, dtype=torch.uint8).numpy()
+        return {"frame": frame, "rank": rank, "blend_vanilla_ms": 2.0, "blend_lpt_ms": 1.0, "blend_speedup": 2.0,
+                "e2e_cuda_ms": 3.0, "e2e_lpt_ms": 2.0, "e2e_speedup": 1.5, "imbalance": 9.0}, strip
+
+    example.measure_frame = fake_measure_frame
+    args = example.parse_args(["--out", out, "--no-video"])
+    rig = types.SimpleNamespace(num_frames=5)
+    scene = types.SimpleNamespace(synthetic=True)
+    with example.Workers.from_environment() as workers:
+        rows = example.render_and_time(args, scene, rig, Console(quiet=True), workers)
+    (Path(out) / f"rows{rank}.txt").write_text(repr([(row["frame"], row["rank"]) for row in rows]))
+
+
+def test_example_spreads_frames_over_processes_and_rank_0_writes(tmp_path):
+    import socket
+
+    import imageio.v2 as imageio
+    import torch.multiprocessing as mp
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    mp.spawn(example_worker, args=(port, str(tmp_path)), nprocs=2, join=True)
+    assert (tmp_path / "rows0.txt").read_text() == repr([(f, f % 2) for f in range(5)])
+    assert (tmp_path / "rows1.txt").read_text() == "[]"
+    frames = sorted(p.name for p in (tmp_path / "frames").iterdir())
+    assert frames == [f"{f:03d}.png" for f in range(5)]
+    assert (imageio.imread(tmp_path / "frames" / "003.png") == 120).all()

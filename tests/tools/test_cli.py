@@ -167,3 +167,11 @@ def test_render_command_on_gpu(tmp_path):
     assert len(list(out.glob("frame_0000_cam*.png"))) == 6 and (tmp_path / "rig.gif").is_file()
     schedule = json.load(open(out / "render.json"))["frames"][0]
     assert schedule["mode"] == "auto" and schedule["concurrent_ctas"] > 0
+
+
+@pytest.mark.parametrize("command", ["analyze", "calibrate"])
+def test_single_process_commands_refuse_torchrun(command, capsys, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main([command, "--scene", "balanced"]) == EXIT_BAD_INPUT
+    error = capsys.readouterr().err
+    assert "runs in one process" in error and "torchrun" in error and error.strip().count("\n") == 0
