@@ -1,5 +1,5 @@
 """Core benchmark on a GPU: alpha-blending time of every mode on a ladder of synthetic frames whose
-imbalance (max tile / (N_total / K)) spans balanced to severe. Timed as the BRIEF says: the whole
+imbalance (max tile / (N_total / K)) spans balanced to severe. Timed like `gsplat-lpt bench`: the whole
 rasterize_to_pixels call, CUDA events, warm-up, median of >= 20 runs, modes interleaved.
 
     python3 tests/device/bench_core.py --out DIR
