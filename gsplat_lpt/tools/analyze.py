@@ -27,9 +27,9 @@ from torch import Tensor
 from ..config import LPTConfig
 from ..plan import choose_chunking, lpt_order, tile_workloads
 
-# K of the persistent kernel on an NVIDIA H200: 132 SMs x 8 resident CTAs.
-# K of our 3DGS persistent kernel on an H200, from the occupancy API there: 132 SMs x 6 resident CTAs
-# (40 registers x 256 threads). The built-in scenes' documented ladder was computed at 132 x 8 = 1056.
+# K of the 3DGS persistent kernel on an NVIDIA H200: SMs x resident CTAs per SM from the occupancy API
+# there, 132 x 6 (40 registers x 256 threads). Other GPUs: meta["lpt"]["concurrent_ctas"] of one
+# rendered frame gives theirs (README, "K on your GPU"); pass it as `analyze --concurrent-ctas`.
 H200_CONCURRENT_CTAS = 132 * 6
 # Fixed cost of one work item (loading the tile, writing pixels) in Gaussian-equivalent units.
 DEFAULT_TILE_OVERHEAD = 16.0

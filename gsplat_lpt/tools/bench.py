@@ -1,4 +1,4 @@
-"""Benchmark of the alpha-blending stage per frame, measured as ../shared/BRIEF.md prescribes.
+"""Benchmark of the alpha-blending stage per frame.
 
 For every frame of a scene: gsplat's projection and tiling once (`frame.project_frame`), then the
 whole `rasterize_to_pixels` call of each mode (vanilla = gsplat's kernel, lpt, chunk, auto, and a
@@ -30,7 +30,7 @@ BENCH_MODES: Tuple[str, ...] = ("vanilla", "lpt", "chunk", "auto")
 DEFAULT_FIXED_GRID: Tuple[Tuple[float, int], ...] = tuple(
     (rho, k) for rho in (0.001, 0.01, 0.05) for k in (4, 8, 16)
 )
-# Imbalance bands of the BRIEF's targets.
+# Imbalance bands the summary reports (README, "Results").
 BANDS: Tuple[Tuple[str, float, float], ...] = (
     ("balanced (< 1)", 0.0, 1.0),
     ("1 to 1.5", 1.0, 1.5),

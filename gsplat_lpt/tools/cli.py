@@ -7,9 +7,12 @@
     gsplat-lpt render --scene bonsai.splat --path orbit --frames 60 --video orbit.mp4
     gsplat-lpt calibrate --scene ladder                # fit lambda, beta of Eq. (6) on this GPU
 
+    torchrun --standalone --nproc-per-node 2 -m gsplat_lpt render ...   # frames spread over two GPUs
+
 Scenes are built-in names (`gsplat_lpt.scenes.scene_names()`, or `ladder` for all of them) or files
-(`gsplat_lpt.loaders`). Exit status: 0 done, 1 bad input (one line says what and what is accepted;
-nothing is written), 2 a GPU is needed and this machine has none.
+(`gsplat_lpt.scenes.loaders`). The output folder is checked before any work; analyze writes only with
+--out. Exit status: 0 done, 1 bad input or an unusable output place (one line says what; nothing is
+written), 2 a GPU is needed and this machine has none.
 """
 
 from __future__ import annotations
@@ -107,7 +110,8 @@ class Analyze(SceneOptions, PolicyOptions):
     out: Optional[Path] = None
     """Output folder for analyze.csv, analyze.json and PNG plots; unset: print the tables, write nothing."""
     concurrent_ctas: int = 132 * 6
-    """K: concurrent CTAs of the persistent kernel (H200: 132 SMs x 6, measured with the occupancy API)."""
+    """K: concurrent CTAs of the persistent kernel = SMs x resident CTAs per SM (H200: 132 x 6; your GPU's K is
+    meta["lpt"]["concurrent_ctas"] of any frame rendered with backend="lpt")."""
     tile_overhead: float = 16.0
     """Fixed cost of one work item in the simulation, in Gaussian-equivalent units."""
 
@@ -419,15 +423,21 @@ def _calibrate(args: Calibrate, names: Sequence[str], console) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def parse(argv: Sequence[str]):
+    """The options of one command line (a Bench, Analyze, Render or Calibrate); exits 2 on a parse error."""
     import tyro
-    from rich.console import Console
 
-    args = tyro.extras.subcommand_cli_from_dict(
+    return tyro.extras.subcommand_cli_from_dict(
         {"bench": Bench, "analyze": Analyze, "render": Render, "calibrate": Calibrate},
-        args=list(sys.argv[1:] if argv is None else argv),
+        args=list(argv),
         description="gsplat-lpt: LPT tile scheduling and depth chunking for gsplat's alpha blending.",
     )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from rich.console import Console
+
+    args = parse(sys.argv[1:] if argv is None else argv)
     # Logs (stdout redirected to a file) get wide tables instead of rich's 80-column default.
     console = Console() if sys.stdout.isatty() else Console(width=160)
     error_console = Console(stderr=True)

@@ -161,7 +161,7 @@ def histogram_figure(stats: Sequence, title: str = "Tile workload histogram"):
                 label=f"frame {s.frame} (imbalance {s.imbalance:.2f}, max {s.max_workload:,})")
         ax.axvline(s.total_workload / s.concurrent_ctas, color="gray", linewidth=0.6, linestyle=":")
     _value_axis(ax.xaxis, centres_all or [1.0, 1024.0], base=2.0)
-    ax.set_yscale("log")
+    _value_axis(ax.yaxis, [count for s in stats for count in s.histogram_counts if count > 0] or [1.0, 10.0])
     ax.set_xlabel("Gaussians per tile (dotted: N_total / K)")
     ax.set_ylabel("tiles")
     ax.set_title(title)
