@@ -72,6 +72,17 @@ def _legend_outside(ax) -> None:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
+def _speedup_axes(ax, imbalances: Sequence[float], ylabel: str, title: str) -> None:
+    """Speedup against imbalance: the 1x line, plain imbalance ticks, labels, grid, legend outside."""
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    _value_axis(ax.xaxis, imbalances)
+    ax.set_xlabel(IMBALANCE_LABEL)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    _legend_outside(ax)
+
+
 def _finish(fig, path, note: Optional[str]) -> str:
     if note:
         fig.text(0.01, 0.005, note, fontsize=7, color="dimgray", ha="left", va="bottom")
@@ -105,13 +116,7 @@ def speedup_figure(results: Sequence, title: str = "Alpha-blending speedup over 
         ax.scatter([x for x, _ in points], [y for _, y in points], label=name, color=colour, marker=marker,
                    s=28, alpha=0.85)
         xs += [x for x, _ in points]
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-    _value_axis(ax.xaxis, xs)
-    ax.set_xlabel(IMBALANCE_LABEL)
-    ax.set_ylabel("speedup over vanilla blend (x)")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    _legend_outside(ax)
+    _speedup_axes(ax, xs, "speedup over vanilla blend (x)", title)
     return fig
 
 
@@ -184,13 +189,7 @@ def simulated_figure(stats: Sequence, title: str = "Simulated makespan speedup o
         ax.scatter([p[0] for p in points], [p[1] for p in points], label="LPT (simulated)", color="tab:blue", marker="o")
         ax.scatter([p[0] for p in points], [p[2] for p in points], label="policy's chunking (simulated)",
                    color="tab:green", marker="^")
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-    _value_axis(ax.xaxis, [p[0] for p in points])
-    ax.set_xlabel(IMBALANCE_LABEL)
-    ax.set_ylabel("vanilla makespan / schedule makespan")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    _legend_outside(ax)
+    _speedup_axes(ax, [p[0] for p in points], "vanilla makespan / schedule makespan", title)
     return fig
 
 
