@@ -14,12 +14,13 @@ colour transform) and rendered with backend="cuda" (gsplat unchanged) and backen
 alpha-blending time (gsplat's `rasterize_to_pixels` vs ours, same inputs), end-to-end `rasterization` time,
 speedups, tile imbalance, the chosen (h, k) and PSNR between the backends. Writes PNG frames, a video, and
 `results.csv` / `results.json` under --out. Needs a CUDA GPU.
+
+Several GPUs of one host: `torchrun --nproc-per-node N examples/omnire_driving.py ...` gives each GPU every
+N-th frame (each frame timed on its own GPU); rank 0 gathers the rows and frames, prints and writes.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import sys
 import time
@@ -34,7 +35,12 @@ _REPO_ROOT = Path(__file__).resolve().parents[1]
 if (_REPO_ROOT / "gsplat_lpt").is_dir() and str(_REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(_REPO_ROOT))  # run from a checkout without `pip install -e .`
 
-from gsplat_lpt import omnire  # noqa: E402
+import omnire  # noqa: E402  (examples/omnire/, beside this script)
+from gsplat_lpt.tools import output  # noqa: E402
+from gsplat_lpt.tools.distributed import Workers  # noqa: E402
+from gsplat_lpt.tools.metrics import psnr  # noqa: E402
+
+RESULT_FILES = ("results.csv", "results.json")
 
 SizePreset = Literal["waymo", "pandaset", "nuscenes", "argoverse", "nuplan", "1080p"]
 
@@ -116,12 +122,15 @@ def write_synthetic(args: Args) -> Tuple[Path, Path]:
     return omnire.write_synthetic_scene(args.synthetic_dir or args.out / "synthetic_street", config)
 
 
-def load_scene(args: Args) -> Tuple[omnire.DrivingScene, omnire.CameraRig]:
-    """The checkpoint (given, or the SYNTHETIC one just written) and its cameras, through the same loader."""
+def load_scene(args: Args, workers: Optional[Workers] = None) -> Tuple[omnire.DrivingScene, omnire.CameraRig]:
+    """The checkpoint (given, or the SYNTHETIC one just written by rank 0) and its cameras, through the same loader."""
+    workers = workers or Workers()
     if args.checkpoint is None:
         started = time.perf_counter()
-        checkpoint, scene_dir = write_synthetic(args)
-        print(f"{omnire.SYNTHETIC_LABEL}: wrote {checkpoint} and {scene_dir}/ in {time.perf_counter() - started:.1f} s")
+        checkpoint, scene_dir = workers.on_main(lambda: write_synthetic(args))  # the others wait, then read it
+        if workers.is_main:
+            print(f"{omnire.SYNTHETIC_LABEL}: wrote {checkpoint} and {scene_dir}/ in "
+                  f"{time.perf_counter() - started:.1f} s")
         dataset = "waymo"  # the synthetic camera folder uses the Waymo layout
     else:
         checkpoint, scene_dir, dataset = args.checkpoint, args.scene_dir, args.dataset
@@ -132,16 +141,9 @@ def load_scene(args: Args) -> Tuple[omnire.DrivingScene, omnire.CameraRig]:
     return scene, rig
 
 
-def finite_or_text(value: Any) -> Any:
-    """JSON has no inf or NaN: identical images (PSNR = inf) are written as "inf", a missing stat as "nan"."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else "inf"
-    return value
-
-
 def blend_inputs_from_meta(meta: Dict[str, Any], rgb: torch.Tensor):
     """The exact `rasterize_to_pixels` arguments of a render_mode="RGB+ED" rasterization call."""
-    from gsplat_lpt.frame import BlendInputs
+    from gsplat_lpt.tools.frame import BlendInputs
 
     colors = torch.cat([rgb, meta["depths"][..., None]], dim=-1).contiguous()  # [C, N, 4]: RGB + depth
     return BlendInputs(
@@ -164,88 +166,94 @@ def to_uint8_strip(images: torch.Tensor):
 
 
 @torch.no_grad()
-def render_and_time(args: Args, scene: omnire.DrivingScene, rig: omnire.CameraRig, console) -> List[Dict[str, Any]]:
+def measure_frame(args: Args, scene: omnire.DrivingScene, rig: omnire.CameraRig, frame: int, config,
+                  rank: int = 0) -> Tuple[Dict[str, Any], Any]:
+    """One frame on this process's GPU: both backends rendered and timed. Returns (row, uint8 strip of the cameras)."""
     import gsplat
+
+    from gsplat_lpt.tools.timing import median_ms, time_interleaved
+
+    camtoworlds = rig.camtoworlds[frame]  # [C, 4, 4]
+    gaussians = omnire.compose_frame(scene, frame, camtoworlds)
+    viewmats = torch.linalg.inv(camtoworlds)  # [C, 4, 4]
+
+    def rasterize(backend: str, **extra):
+        return gsplat.rasterization(
+            gaussians.means, gaussians.quats, gaussians.scales, gaussians.opacities, gaussians.colors,
+            viewmats, rig.Ks, rig.width, rig.height, backend=backend, **omnire.RASTERIZE_KWARGS, **extra)
+
+    colors_cuda, alphas_cuda, meta_cuda = rasterize("cuda")  # [C, H, W, 4], [C, H, W, 1]
+    colors_lpt, alphas_lpt, meta_lpt = rasterize("lpt", lpt_config=config)
+    blend = blend_inputs_from_meta(meta_cuda, gaussians.colors)
+    blend_vanilla = blend.blend("vanilla")
+    blend_lpt = blend.blend_with_stats(args.mode)
+    stats = blend_lpt[-1] if isinstance(blend_lpt[-1], dict) else meta_lpt.get("lpt", {})
+    times = time_interleaved(
+        {
+            "blend_vanilla": lambda: blend.blend("vanilla"),
+            "blend_lpt": lambda: blend.blend(args.mode, config),
+            "e2e_cuda": lambda: rasterize("cuda"),
+            "e2e_lpt": lambda: rasterize("lpt", lpt_config=config),
+        },
+        repeats=args.repeats, warmup=args.warmup,
+    )
+    ms = {name: median_ms(samples) for name, samples in times.items()}
+    sky_rgb = omnire.sky_colors(scene, camtoworlds, rig.Ks, rig.width, rig.height)  # [C, H, W, 3] or None
+    image_lpt = omnire.composite_image(colors_lpt, alphas_lpt, sky_rgb, scene.affine)  # [C, H, W, 3]
+    row = {
+        "scene": omnire.SYNTHETIC_LABEL if scene.synthetic else "checkpoint",
+        "frame": frame,
+        "timestep": args.start_timestep + frame,
+        "cameras": len(rig.camera_ids),
+        "gaussians": gaussians.count,
+        "visible_instances": gaussians.visible_instances,
+        "intersections": int(meta_cuda["flatten_ids"].numel()),
+        "imbalance": float(stats.get("imbalance", float("nan"))),
+        "concurrent_ctas": stats.get("concurrent_ctas"),
+        "chunked_tiles": stats.get("chunked_tiles"),
+        "chunk_count": stats.get("chunk_count"),
+        "blend_vanilla_ms": ms["blend_vanilla"],
+        "blend_lpt_ms": ms["blend_lpt"],
+        "blend_speedup": ms["blend_vanilla"] / ms["blend_lpt"],
+        "e2e_cuda_ms": ms["e2e_cuda"],
+        "e2e_lpt_ms": ms["e2e_lpt"],
+        "e2e_speedup": ms["e2e_cuda"] / ms["e2e_lpt"],
+        # RGB channels only: the depth channel (metres) would swamp a peak-1 PSNR.
+        "psnr_e2e_db": psnr(colors_lpt[..., :3], colors_cuda[..., :3]),
+        "psnr_blend_db": psnr(blend_lpt[0][..., :3], blend_vanilla[0][..., :3]),
+        "max_abs_diff_alpha": float((alphas_lpt - alphas_cuda).abs().max()),
+        "rank": rank,  # the process (GPU) that rendered and timed the frame
+    }
+    return row, to_uint8_strip(image_lpt)
+
+
+def render_and_time(args: Args, scene: omnire.DrivingScene, rig: omnire.CameraRig, console,
+                    workers: Optional[Workers] = None) -> List[Dict[str, Any]]:
+    """Every frame, dealt over the processes' GPUs; rank 0 writes frames and video and returns the rows in order."""
     import imageio.v2 as imageio
 
     from gsplat_lpt import LPTConfig
-    from gsplat_lpt.timing import median_ms, time_interleaved
 
+    workers = workers or Workers()
     config = LPTConfig(mode=args.mode)
     frames_dir = args.out / "frames"
-    if args.save_frames:
+    if args.save_frames and workers.is_main:
         frames_dir.mkdir(parents=True, exist_ok=True)
     rows: List[Dict[str, Any]] = []
     video_frames = []
-    for frame in range(rig.num_frames):
-        camtoworlds = rig.camtoworlds[frame]  # [C, 4, 4]
-        gaussians = scene.compose(frame, camtoworlds)
-        viewmats = torch.linalg.inv(camtoworlds)  # [C, 4, 4]
-
-        def rasterize(backend: str, **extra):
-            return gsplat.rasterization(
-                gaussians.means, gaussians.quats, gaussians.scales, gaussians.opacities, gaussians.colors,
-                viewmats, rig.Ks, rig.width, rig.height, backend=backend, **omnire.RASTERIZE_KWARGS, **extra)
-
-        colors_cuda, alphas_cuda, meta_cuda = rasterize("cuda")  # [C, H, W, 4], [C, H, W, 1]
-        colors_lpt, alphas_lpt, meta_lpt = rasterize("lpt", lpt_config=config)
-        blend = blend_inputs_from_meta(meta_cuda, gaussians.colors)
-        blend_vanilla = blend.blend("vanilla")
-        blend_lpt = blend.blend_with_stats(args.mode)
-        stats = blend_lpt[-1] if isinstance(blend_lpt[-1], dict) else meta_lpt.get("lpt", {})
-
-        times = time_interleaved(
-            {
-                "blend_vanilla": lambda: blend.blend("vanilla"),
-                "blend_lpt": lambda: blend.blend(args.mode, config),
-                "e2e_cuda": lambda: rasterize("cuda"),
-                "e2e_lpt": lambda: rasterize("lpt", lpt_config=config),
-            },
-            repeats=args.repeats, warmup=args.warmup,
-        )
-        ms = {name: median_ms(samples) for name, samples in times.items()}
-
-        sky_rgb = None
-        if scene.sky is not None:
-            sky_rgb = scene.sky(omnire.pixel_viewdirs(camtoworlds, rig.Ks, rig.width, rig.height))  # [C, H, W, 3]
-        image_lpt = omnire.composite_image(colors_lpt, alphas_lpt, sky_rgb, scene.affine)  # [C, H, W, 3]
-        strip = to_uint8_strip(image_lpt)
+    work = lambda frame: measure_frame(args, scene, rig, frame, config, workers.rank)  # noqa: E731
+    for frame, (row, strip) in workers.imap(range(rig.num_frames), work):  # rank 0 only
         if args.save_frames:
-            imageio.imwrite(frames_dir / f"{frame:03d}.png", strip)
+            with output.replacing(frames_dir / f"{frame:03d}.png") as temporary:
+                imageio.imwrite(temporary, strip)
         if args.video:
             video_frames.append(strip)
-
-        row = {
-            "scene": omnire.SYNTHETIC_LABEL if scene.synthetic else "checkpoint",
-            "frame": frame,
-            "timestep": args.start_timestep + frame,
-            "cameras": len(rig.camera_ids),
-            "gaussians": gaussians.count,
-            "visible_instances": gaussians.visible_instances,
-            "intersections": int(meta_cuda["flatten_ids"].numel()),
-            "imbalance": float(stats.get("imbalance", float("nan"))),
-            "concurrent_ctas": stats.get("concurrent_ctas"),
-            "chunked_tiles": stats.get("chunked_tiles"),
-            "chunk_count": stats.get("chunk_count"),
-            "blend_vanilla_ms": ms["blend_vanilla"],
-            "blend_lpt_ms": ms["blend_lpt"],
-            "blend_speedup": ms["blend_vanilla"] / ms["blend_lpt"],
-            "e2e_cuda_ms": ms["e2e_cuda"],
-            "e2e_lpt_ms": ms["e2e_lpt"],
-            "e2e_speedup": ms["e2e_cuda"] / ms["e2e_lpt"],
-            # RGB channels only: the depth channel (metres) would swamp a peak-1 PSNR.
-            "psnr_e2e_db": omnire.psnr(colors_lpt[..., :3], colors_cuda[..., :3]),
-            "psnr_blend_db": omnire.psnr(blend_lpt[0][..., :3], blend_vanilla[0][..., :3]),
-            "max_abs_diff_alpha": float((alphas_lpt - alphas_cuda).abs().max()),
-        }
         rows.append(row)
         console.print(
             f"frame {frame + 1}/{rig.num_frames}: blend {row['blend_vanilla_ms']:.2f} -> {row['blend_lpt_ms']:.2f} ms "
             f"({row['blend_speedup']:.2f}x), end-to-end {row['e2e_cuda_ms']:.2f} -> {row['e2e_lpt_ms']:.2f} ms "
             f"({row['e2e_speedup']:.2f}x), imbalance {row['imbalance']:.1f}"
-        )
-        del meta_cuda, meta_lpt, blend, blend_vanilla, blend_lpt, times
-
+            + (f", GPU {row['rank']}" if workers.is_distributed else ""))
     if args.video and video_frames:
         write_video(args, video_frames, console, synthetic=scene.synthetic)
     return rows
@@ -256,10 +264,12 @@ def write_video(args: Args, frames, console, synthetic: bool) -> None:
 
     stem = args.out / (f"{omnire.SYNTHETIC_LABEL.lower()}_street_lpt" if synthetic else "render_lpt")
     try:
-        imageio.mimwrite(stem.with_suffix(".mp4"), frames, fps=10, macro_block_size=1)
+        with output.replacing(stem.with_suffix(".mp4")) as temporary:
+            imageio.mimwrite(temporary, frames, fps=10, macro_block_size=1)
         console.print(f"video: {stem.with_suffix('.mp4')}")
     except Exception:  # no ffmpeg backend (imageio-ffmpeg not installed): a GIF needs only Pillow
-        imageio.mimwrite(stem.with_suffix(".gif"), frames, duration=100, loop=0)
+        with output.replacing(stem.with_suffix(".gif")) as temporary:
+            imageio.mimwrite(temporary, frames, duration=100, loop=0)
         console.print(f"video: {stem.with_suffix('.gif')} (install imageio-ffmpeg for mp4)")
 
 
@@ -310,31 +320,29 @@ def print_table(rows: List[Dict[str, Any]], totals: Dict[str, Any], title: str, 
     console.print(table)
 
 
-def write_results(args: Args, scene: omnire.DrivingScene, rig: omnire.CameraRig, rows, totals) -> None:
+def write_results(args: Args, scene: omnire.DrivingScene, rig: omnire.CameraRig, rows, totals,
+                  processes: int = 1) -> None:
     import gsplat
 
     import gsplat_lpt
 
     args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "results.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    report = {
+    output.write_csv(args.out / "results.csv", rows)
+    output.write_json(args.out / "results.json", {  # strict JSON: PSNR inf is written as "inf"
         "scene": scene.label,
         "synthetic": scene.synthetic,
         "notes": scene.notes,
         "device": torch.cuda.get_device_name(),
+        "processes": processes,
         "gsplat": gsplat.__version__,
         "gsplat_lpt": gsplat_lpt.__version__,
         "render_size_hw": [rig.height, rig.width],
         "camera_ids": list(rig.camera_ids),
         "args": {key: (str(value) if isinstance(value, Path) else value) for key, value in asdict(args).items()},
         "timing": "CUDA events, median of --repeats runs after --warmup, the four variants interleaved",
-        "totals": {key: finite_or_text(value) for key, value in totals.items()},
-        "frames": [{key: finite_or_text(value) for key, value in row.items()} for row in rows],
-    }
-    (args.out / "results.json").write_text(json.dumps(report, indent=2))
+        "totals": totals,
+        "frames": rows,
+    })
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -349,28 +357,39 @@ def main(argv: Optional[List[str]] = None) -> int:
               + written)
         return 2
 
+    with Workers.from_environment() as workers:  # torchrun: one process per GPU; otherwise just this one
+        return run(args, workers)
+
+
+def run(args: Args, workers: Workers) -> int:
     import shutil
 
     from rich.console import Console
 
     # Logs are usually captured (no terminal, 80 columns): keep the 12-column table on one line per frame.
-    console = Console(width=max(150, shutil.get_terminal_size((150, 40)).columns))
-    try:
-        scene, rig = load_scene(args)
-    except (FileNotFoundError, ValueError) as error:  # includes omnire.CheckpointFormatError
-        raise SystemExit(f"error: {error}") from None
+    console = Console(width=max(150, shutil.get_terminal_size((150, 40)).columns), quiet=not workers.is_main)
+    try:  # the output folder first, before any work; every process stops if rank 0 cannot write there
+        workers.on_main(lambda: output.prepare_output(args.out, RESULT_FILES), errors=(output.OutputError,))
+        scene, rig = load_scene(args, workers)
+    except (FileNotFoundError, ValueError) as error:  # includes OutputError and omnire.CheckpointFormatError
+        if workers.is_main:
+            print(f"error: {error}", file=sys.stderr)
+        return 1
     console.print(f"scene: {scene.label}; {scene.total_gaussians():,} Gaussians in "
                   f"{', '.join(node.name for node in scene.nodes)}; {rig.num_frames} frames; cameras "
-                  f"{list(rig.camera_ids)} at {rig.height}x{rig.width}; mode {args.mode}")
+                  f"{list(rig.camera_ids)} at {rig.height}x{rig.width}; mode {args.mode}"
+                  + (f"; {workers.world_size} GPUs" if workers.is_distributed else ""))
     for note in scene.notes:
         console.print(f"  note: {note}")
-    scene, rig = scene.to("cuda"), rig.to("cuda")
-    rows = render_and_time(args, scene, rig, console)
+    scene, rig = scene.to(workers.device), rig.to(workers.device)
+    rows = render_and_time(args, scene, rig, console, workers)
+    if not workers.is_main:
+        return 0
     totals = summarise(rows)
     title = (f"{scene.label} | {torch.cuda.get_device_name()} | {rig.height}x{rig.width} x {len(rig.camera_ids)} "
              f"camera(s) | gsplat kernel vs gsplat-lpt ({args.mode})")
     print_table(rows, totals, title, console)
-    write_results(args, scene, rig, rows, totals)
+    write_results(args, scene, rig, rows, totals, workers.world_size)
     console.print(f"results: {args.out / 'results.csv'}, {args.out / 'results.json'}"
                   + (f", frames in {args.out / 'frames'}/" if args.save_frames else ""))
     if scene.synthetic:

@@ -1,8 +1,10 @@
 #!/bin/bash
-# One device call for the GPU evidence: GPU tests, sanitizers, parity and the core benchmark.
-# On the H200 host, from the project root:
-#   source .gpu/setup.sh && bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-grid] [calibrate] [cli-bench] [omnire] [pack]
-# Logs go to $OUT (or ./out); a short summary is printed last.
+# The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
+# From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
+# "Developing on a GPU machine"):
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-grid] [calibrate] [cli-bench] [omnire] [multi-gpu] [pack]
+# (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
+# Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -42,10 +44,16 @@ for stage in $stages; do
       tail -45 "$OUT/cli_bench.log"
       ;;
     omnire)
-      python3 examples/omnire_driving.py --frames 12 --out /tmp/omnire --synthetic-dir /tmp/omnire_synth --no-video > "$OUT/omnire.log" 2>&1
-      python3 examples/omnire_driving.py --frames 4 --cameras 0 1 2 --out /tmp/omnire_rig --synthetic-dir /tmp/omnire_synth --no-video > "$OUT/omnire_rig.log" 2>&1
-      mkdir -p "$OUT/omnire"; cp /tmp/omnire/results.* /tmp/omnire_rig/results.json "$OUT/omnire/" 2>/dev/null
+      work="$OUT/omnire_work"  # frames and the generated checkpoint (~280 MB) stay out of the packed results
+      python3 examples/omnire_driving.py --frames 12 --out "$work/front" --synthetic-dir "$work/synthetic" --no-video > "$OUT/omnire.log" 2>&1
+      python3 examples/omnire_driving.py --frames 4 --cameras 0 1 2 --out "$work/rig" --synthetic-dir "$work/synthetic" --no-video > "$OUT/omnire_rig.log" 2>&1
+      mkdir -p "$OUT/omnire"; cp "$work"/front/results.* "$work"/rig/results.json "$OUT/omnire/" 2>/dev/null
       tail -25 "$OUT/omnire.log"; tail -12 "$OUT/omnire_rig.log"
+      ;;
+    multi-gpu)
+      bash tests/device/multi_gpu.sh "$OUT/multi_gpu" > "$OUT/multi_gpu.log" 2>&1
+      summary+=("multi-gpu: $(tail -1 "$OUT/multi_gpu.log")")
+      grep -E "^(ok|FAIL) " "$OUT/multi_gpu.log" | head -40
       ;;
     pack)
       (cd "$OUT" && tar czf results.tgz --exclude=results.tgz calibration bench omnire 2>/dev/null; ls -la)

@@ -1,8 +1,8 @@
 """Scenes users bring: gsplat checkpoints, INRIA .ply, antimatter15 .splat, gsplat's test .npz, COLMAP cameras.
 
-Every loader returns a `scenes.Scene` in gsplat's activated parametrisation (linear scales, opacities
+Every loader returns a `Scene` in gsplat's activated parametrisation (linear scales, opacities
 in [0, 1], unit wxyz quaternions) with colours either RGB or SH coefficients plus `sh_degree`, which
-`gsplat.rasterization(..., sh_degree=...)` evaluates. Formats (../shared/FORMATS.md):
+`gsplat.rasterization(..., sh_degree=...)` evaluates. Formats:
 
 - gsplat `simple_trainer` checkpoint `ckpt_{step}_rank{r}.pt` = {"step", "splats": {means, scales (log),
   quats, opacities (logit), sh0 [N,1,3], shN [N,K-1,3]}}; ranks of one step are concatenated along N.
@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import re
 import struct
-from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -30,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .scenes import Scene, check_resolution, look_at, orbit_path
+from .scene import Scene, check_resolution, orbit_path
 
 ACCEPTED_FORMATS = (
     "a built-in scene name, a gsplat simple_trainer checkpoint (.pt/.pth, or its result folder), "

@@ -1,4 +1,4 @@
-"""CUDA-event timing as the BRIEF prescribes: warm-up, then all variants interleaved, median of many runs."""
+"""CUDA-event timing: warm-up, then all variants interleaved (so drift hits them alike), median of many runs."""
 
 from __future__ import annotations
 

@@ -24,12 +24,12 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .config import LPTConfig
-from .plan import choose_chunking, lpt_order, tile_workloads
+from ..config import LPTConfig
+from ..plan import choose_chunking, lpt_order, tile_workloads
 
-# K of the persistent kernel on an NVIDIA H200: 132 SMs x 8 resident CTAs.
-# K of our 3DGS persistent kernel on an H200, from the occupancy API there: 132 SMs x 6 resident CTAs
-# (40 registers x 256 threads). The built-in scenes' documented ladder was computed at 132 x 8 = 1056.
+# K of the 3DGS persistent kernel on an NVIDIA H200: SMs x resident CTAs per SM from the occupancy API
+# there, 132 x 6 (40 registers x 256 threads). Other GPUs: meta["lpt"]["concurrent_ctas"] of one
+# rendered frame gives theirs (README, "K on your GPU"); pass it as `analyze --concurrent-ctas`.
 H200_CONCURRENT_CTAS = 132 * 6
 # Fixed cost of one work item (loading the tile, writing pixels) in Gaussian-equivalent units.
 DEFAULT_TILE_OVERHEAD = 16.0
@@ -300,18 +300,20 @@ def chunked_makespan(
 
 @dataclass
 class FrameStats:
-    """Tile workload facts of one frame (one rasterize call over its images)."""
+    """Tile workload facts of one frame (one rasterize call over its images). Workload = Gaussians in a tile."""
 
+    scene: str  # the scene's name (built-in name or file stem)
     frame: int
     images: int
     num_tiles: int  # work items: images x tile_height x tile_width
     nonempty_tiles: int
     total_workload: int  # N_total (= n_isects)
-    max_workload: int  # N_1
-    min_nonempty_workload: int
-    mean_workload: float  # over all tiles
-    max_min_ratio: float  # N_1 / smallest non-empty tile
-    imbalance: float  # N_1 / (N_total / K)
+    max_workload: int  # N_1, the heaviest tile
+    mean_workload: float  # over all tiles, empty ones included
+    mean_nonempty_workload: float  # over non-empty tiles
+    max_over_mean: float  # N_1 / mean of the non-empty tiles: how far the heaviest tile stands out
+    p99_over_median: float  # 99th percentile / median of the non-empty tiles: how heavy the tail is
+    imbalance: float  # N_1 / (N_total / K): the heaviest tile against one CTA's fair share
     concurrent_ctas: int  # K
     chunked_tiles: int  # h chosen by the policy (Eq. 6)
     chunk_count: int  # k chosen by the policy
@@ -361,6 +363,7 @@ def frame_stats(
     config: Optional[LPTConfig] = None,
     frame: int = 0,
     tile_overhead: float = DEFAULT_TILE_OVERHEAD,
+    scene: str = "",
 ) -> FrameStats:
     """Statistics, policy choice and simulated makespans of one frame's tile counts."""
     config = config or LPTConfig()
@@ -369,9 +372,11 @@ def frame_stats(
     workloads = tile_workloads(offsets, n_isects).long()  # [num_items], the core's own definition
     sorted_workloads, _ = lpt_order(workloads)
     choice = choose_chunking(sorted_workloads, float(n_isects), concurrent_ctas, config)
-    nonempty = workloads[workloads > 0]
+    nonempty = workloads[workloads > 0].double()
     max_workload = int(workloads.max()) if workloads.numel() else 0
-    min_nonempty = int(nonempty.min()) if nonempty.numel() else 0
+    mean_nonempty = float(nonempty.mean()) if nonempty.numel() else 0.0
+    median, p99 = (torch.quantile(nonempty, torch.tensor([0.5, 0.99], dtype=torch.float64)).tolist()
+                   if nonempty.numel() else (0.0, 0.0))
     edges, histogram = workload_histogram(workloads)
     vanilla = vanilla_makespan(workloads, concurrent_ctas, tile_overhead)
     lpt = lpt_makespan(workloads, concurrent_ctas, tile_overhead)
@@ -380,15 +385,17 @@ def frame_stats(
         chunked = chunked_makespan(workloads, concurrent_ctas, choice.chunked_tiles, choice.chunk_count,
                                    config.overhead_lambda, tile_overhead)
     return FrameStats(
+        scene=scene,
         frame=frame,
         images=images,
         num_tiles=workloads.numel(),
         nonempty_tiles=int(nonempty.numel()),
         total_workload=n_isects,
         max_workload=max_workload,
-        min_nonempty_workload=min_nonempty,
         mean_workload=n_isects / max(workloads.numel(), 1),
-        max_min_ratio=max_workload / min_nonempty if min_nonempty > 0 else 0.0,
+        mean_nonempty_workload=mean_nonempty,
+        max_over_mean=max_workload / mean_nonempty if mean_nonempty > 0 else 0.0,
+        p99_over_median=p99 / median if median > 0 else 0.0,
         imbalance=imbalance_of(workloads, concurrent_ctas),
         concurrent_ctas=concurrent_ctas,
         chunked_tiles=choice.chunked_tiles,
@@ -426,7 +433,7 @@ def analyze_scene(
         viewmats, Ks = scene.frame_cameras(frame)
         counts = frame_tile_counts(scene.means, scene.quats, scene.scales, scene.opacities, viewmats, Ks,
                                    scene.width, scene.height, tile_size, covars=covars)
-        results.append(frame_stats(counts, concurrent_ctas, config, frame=frame))
+        results.append(frame_stats(counts, concurrent_ctas, config, frame=frame, scene=scene.name))
         if keep_counts:
             kept.append(counts)
     return results, kept
@@ -440,8 +447,10 @@ def _progress(items: Sequence[int], description: str, enabled: bool):
     return track(items, description=description, transient=True)
 
 
+# analyze.csv, one row per frame (README: "What analyze reports" explains each column).
 ANALYZE_COLUMNS = (
-    "frame", "images", "total_workload", "max_workload", "max_min_ratio", "imbalance", "chunked_tiles",
+    "scene", "frame", "images", "num_tiles", "nonempty_tiles", "total_workload", "max_workload",
+    "mean_nonempty_workload", "max_over_mean", "p99_over_median", "imbalance", "concurrent_ctas", "chunked_tiles",
     "chunk_count", "makespan_vanilla", "makespan_lpt", "makespan_chunked", "speedup_lpt", "speedup_chunked",
 )
 
@@ -460,30 +469,25 @@ def stats_table(stats: Sequence[FrameStats], title: str = "tile workloads"):
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    for header in ("frame", "img", "N_total", "max", "max/min", "imbalance", "h", "k", "sim LPT", "sim chunk"):
+    for header in ("frame", "img", "N_total", "max", "max/mean", "p99/med", "imbalance", "h", "k", "sim LPT",
+                   "sim chunk"):
         table.add_column(header, justify="right", no_wrap=True)
     for s in stats:
         table.add_row(str(s.frame), str(s.images), _compact(s.total_workload), _compact(s.max_workload),
-                      _compact(s.max_min_ratio), f"{s.imbalance:.2f}", str(s.chunked_tiles), str(s.chunk_count),
-                      f"{s.speedup_lpt:.2f}x", f"{s.speedup_chunked:.2f}x")
+                      f"{s.max_over_mean:.1f}", f"{s.p99_over_median:.1f}", f"{s.imbalance:.2f}", str(s.chunked_tiles),
+                      str(s.chunk_count), f"{s.speedup_lpt:.2f}x", f"{s.speedup_chunked:.2f}x")
     return table
 
 
 def write_stats(stats: Sequence[FrameStats], out_dir, meta: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
-    """analyze.csv (one row per frame) and analyze.json (rows, histograms, run facts). Returns the paths."""
-    import csv
-    import json
+    """analyze.csv (one row per frame) and analyze.json (rows, histograms, run facts), each written whole."""
     from pathlib import Path
+
+    from . import output
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    csv_path, json_path = out / "analyze.csv", out / "analyze.json"
-    with open(csv_path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(ANALYZE_COLUMNS))
-        writer.writeheader()
-        for s in stats:
-            row = s.row()
-            writer.writerow({key: row[key] for key in ANALYZE_COLUMNS})
-    with open(json_path, "w") as handle:
-        json.dump({"meta": meta or {}, "frames": [s.row() for s in stats]}, handle, indent=2)
-    return {"csv": str(csv_path), "json": str(json_path)}
+    rows = [s.row() for s in stats]
+    csv_path = output.write_csv(out / "analyze.csv", rows, ANALYZE_COLUMNS)
+    json_path = output.write_json(out / "analyze.json", {"meta": meta or {}, "frames": rows})
+    return {"csv": csv_path, "json": json_path}

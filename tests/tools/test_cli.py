@@ -4,15 +4,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
-from gsplat_lpt.cli import EXIT_BAD_INPUT, EXIT_NEEDS_GPU, Analyze, Bench, expand_scene_names, main
-from gsplat_lpt.loaders import SPLAT_RECORD
+from gsplat_lpt.tools.cli import EXIT_BAD_INPUT, EXIT_NEEDS_GPU, Analyze, Bench, expand_scene_names, main
 from gsplat_lpt.scenes import scene_names
+from helpers import ROOT, write_splat
 
 SMALL = ["--width", "320", "--height", "180", "--scale", "0.02", "--frames", "1"]
 
@@ -27,7 +25,10 @@ def test_analyze_writes_tables_and_plots(tmp_path, capsys):
             "simulated_speedups.png"} <= names
     data = json.load(open(out / "analyze.json"))
     assert len(data["frames"]) == 2 and data["meta"]["concurrent_ctas"] == 792
+    assert [frame["scene"] for frame in data["frames"]] == ["balanced", "extreme"]  # frame 0 of each
     assert data["frames"][1]["imbalance"] > data["frames"][0]["imbalance"]
+    rows = (out / "analyze.csv").read_text().splitlines()
+    assert rows[0].startswith("scene,frame,") and rows[1].startswith("balanced,0,") and rows[2].startswith("extreme,0,")
 
 
 def test_analyze_options_reach_the_policy(tmp_path):
@@ -39,13 +40,7 @@ def test_analyze_options_reach_the_policy(tmp_path):
 
 
 def test_analyze_a_file(tmp_path, capsys):
-    records = np.zeros(500, dtype=SPLAT_RECORD)
-    rng = np.random.default_rng(0)
-    records["position"] = rng.normal(size=(500, 3))
-    records["scale"] = 0.05
-    records["rgba"] = 200
-    records["rotation"] = [255, 128, 128, 128]
-    records.tofile(tmp_path / "tiny.splat")
+    write_splat(tmp_path / "tiny.splat")
     assert main(["analyze", "--scene", str(tmp_path / "tiny.splat"), "--frames", "2", "--width", "256",
                  "--height", "192"]) == 0
     assert "tiny" in capsys.readouterr().out
@@ -60,7 +55,10 @@ def test_analyze_a_file(tmp_path, capsys):
         (["analyze", "--width", "100000", "--height", "100"], "impossible resolution"),
         (["analyze", "--width", "640"], "give both --width and --height"),
         (["analyze", "--frames", "0"], "--frames must be >= 1"),
-        (["analyze", "--chunk-count", "100"], "chunk_count"),
+        (["analyze", "--chunk-count", "100"], "--chunk-count must be"),
+        (["analyze", "--chunk-count", "0"], "--chunk-count must be"),
+        (["render", "--mode", "fixed", "--heavy-ratio", "2"], "--heavy-ratio must be"),
+        (["bench", "--overhead-lambda", "-1"], "--overhead-lambda"),
         (["bench", "--repeats", "5"], "--repeats must be >= 20"),
         (["render", "--video", "out.avi"], "use .mp4 or .gif"),
     ],
@@ -70,7 +68,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch,
     out = tmp_path / "never"
     assert main([*arguments, "--out", str(out)]) == EXIT_BAD_INPUT
     captured = capsys.readouterr()
-    assert captured.err.startswith("error: ") and message in captured.err
+    assert captured.err.startswith("error: ") and message in captured.err and "LPTConfig" not in captured.err
     assert captured.err.strip().count("\n") == 0
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
@@ -109,6 +107,29 @@ def test_parsing_defaults_and_aliases():
     assert config.mode == "chunk" and config.chunk_count == 4 and config.imbalance_beta == 0.5
 
 
+@pytest.mark.parametrize("command", ["bench", "analyze", "render", "calibrate"])
+def test_help_prints_each_default_once(command, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")  # one line per option
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert text.count("(default:") >= 10
+    for line in text.splitlines():
+        assert line.count("default") <= 1, line
+
+
+def test_render_modes_include_fixed():
+    import tyro
+
+    from gsplat_lpt.tools.cli import Render
+
+    config = tyro.cli(Render, args=["--mode", "fixed", "--heavy-ratio", "0.05", "--chunk-count", "4"]).lpt_config("fixed")
+    assert (config.mode, config.heavy_ratio, config.chunk_count) == ("fixed", 0.05, 4)
+    for mode in ("auto", "lpt", "chunk", "fixed", "vanilla"):
+        assert tyro.cli(Render, args=["--mode", mode]).mode == mode
+
+
 def test_parse_errors_exit_2():
     with pytest.raises(SystemExit) as exit_info:
         main(["bench", "--repeats", "many"])
@@ -119,32 +140,11 @@ def test_parse_errors_exit_2():
 
 
 def test_module_entry_point_help():
-    root = Path(__file__).resolve().parent.parent
-    environment = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    environment = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     result = subprocess.run([sys.executable, "-m", "gsplat_lpt", "--help"], capture_output=True, text=True,
-                            env=environment, cwd=root, timeout=120)
+                            env=environment, cwd=ROOT, timeout=120)
     assert result.returncode == 0
     assert "bench" in result.stdout and "analyze" in result.stdout and "render" in result.stdout
-
-
-def test_render_camera_paths_on_the_cpu():
-    from gsplat_lpt.render import _mosaic, camera_path
-    from gsplat_lpt.scenes import make_scene
-
-    scene = make_scene("balanced", width=320, height=180, scale=0.01, frames=2)
-    assert camera_path(scene, "scene", 5) is scene  # the scene's own cameras
-    orbit = camera_path(scene, "orbit", 6)
-    assert orbit.num_frames == 6 and orbit.Ks.shape == (6, 3, 3)
-    fly = camera_path(scene, "flythrough", 4)
-    centres = torch.linalg.inv(fly.viewmats)[:, :3, 3]
-    steps = centres[1:] - centres[:-1]
-    assert torch.allclose(steps, steps[:1].expand_as(steps), atol=1e-4) and steps[0].norm() > 0
-    forward = fly.viewmats[0, 2, :3]  # moves along its viewing direction
-    assert torch.nn.functional.cosine_similarity(forward, steps[0], dim=0) > 0.99
-    with pytest.raises(ValueError, match="camera path"):
-        camera_path(scene, "spiral", 3)
-    mosaic = _mosaic(np.ones((6, 2, 3, 3), dtype=np.uint8))
-    assert mosaic.shape == (4, 9, 3)
 
 
 @pytest.mark.gpu
@@ -167,3 +167,11 @@ def test_render_command_on_gpu(tmp_path):
     assert len(list(out.glob("frame_0000_cam*.png"))) == 6 and (tmp_path / "rig.gif").is_file()
     schedule = json.load(open(out / "render.json"))["frames"][0]
     assert schedule["mode"] == "auto" and schedule["concurrent_ctas"] > 0
+
+
+@pytest.mark.parametrize("command", ["analyze", "calibrate"])
+def test_single_process_commands_refuse_torchrun(command, capsys, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main([command, "--scene", "balanced"]) == EXIT_BAD_INPUT
+    error = capsys.readouterr().err
+    assert "runs in one process" in error and "torchrun" in error and error.strip().count("\n") == 0

@@ -1,22 +1,10 @@
-"""Built-in scenes: seeded, well-formed, and ordered by imbalance on the CPU analyze path."""
-
-import math
+"""gsplat_lpt/scenes/builtin.py: seeded, well-formed scenes, ordered by imbalance on the CPU analyze path."""
 
 import pytest
 import torch
 
-from gsplat_lpt.analyze import frame_stats, frame_tile_counts
-from gsplat_lpt.scenes import (
-    LADDER_IMBALANCE,
-    check_resolution,
-    flythrough_path,
-    intrinsics,
-    look_at,
-    make_scene,
-    orbit_path,
-    rig_cameras,
-    scene_names,
-)
+from gsplat_lpt.scenes import LADDER_IMBALANCE, check_resolution, make_scene, scene_names
+from gsplat_lpt.tools.analyze import frame_stats, frame_tile_counts
 
 SMALL = dict(width=480, height=270, scale=0.04)
 
@@ -92,29 +80,6 @@ def test_unknown_scene_and_bad_resolution_are_refused():
         check_resolution(100000, 10)
     with pytest.raises(ValueError, match="scale"):
         make_scene("street", scale=-1.0)
-
-
-def test_look_at_puts_target_on_the_optical_axis():
-    viewmat = look_at((1.0, 2.0, 3.0), (4.0, 6.0, 3.0))
-    target_cam = viewmat @ torch.tensor([4.0, 6.0, 3.0, 1.0])
-    assert torch.allclose(target_cam[:2], torch.zeros(2), atol=1e-5) and target_cam[2] > 0
-    # World up (+z) points to image up (-y in OpenCV camera axes).
-    up_cam = viewmat[:3, :3] @ torch.tensor([0.0, 0.0, 1.0])
-    assert up_cam[1] < -0.99
-
-
-def test_camera_paths():
-    viewmats, Ks = orbit_path((0.0, 0.0, 0.0), 5.0, 1.0, 8, 320, 240)
-    assert viewmats.shape == (8, 4, 4) and Ks.shape == (8, 3, 3)
-    centres = torch.linalg.inv(viewmats)[:, :3, 3]
-    assert torch.allclose(centres[:, :2].norm(dim=-1), torch.full((8,), 5.0), atol=1e-4)
-    viewmats, _ = flythrough_path((0.0, 0.0, 1.0), (0.0, 10.0, 1.0), 5, 320, 240)
-    centres = torch.linalg.inv(viewmats)[:, :3, 3]
-    assert torch.allclose(centres[:, 1], torch.linspace(0, 10, 5), atol=1e-4)
-    viewmats, _ = rig_cameras((0.0, 0.0, 1.6), 0.0, 320, 240)
-    assert viewmats.shape == (6, 4, 4)
-    K = intrinsics(1920, 1080, 90.0)
-    assert math.isclose(float(K[0, 0]), 960.0, rel_tol=1e-5) and float(K[1, 2]) == 540.0
 
 
 @pytest.mark.parametrize("name", ["balanced", "street"])

@@ -7,21 +7,35 @@
     gsplat-lpt render --scene bonsai.splat --path orbit --frames 60 --video orbit.mp4
     gsplat-lpt calibrate --scene ladder                # fit lambda, beta of Eq. (6) on this GPU
 
+    torchrun --standalone --nproc-per-node 2 -m gsplat_lpt render ...   # frames spread over two GPUs
+
 Scenes are built-in names (`gsplat_lpt.scenes.scene_names()`, or `ladder` for all of them) or files
-(`gsplat_lpt.loaders`). Exit status: 0 done, 1 bad input (one line says what and what is accepted;
-nothing is written), 2 a GPU is needed and this machine has none.
+(`gsplat_lpt.scenes.loaders`). The output folder is checked before any work; analyze writes only with
+--out. Exit status: 0 done, 1 bad input or an unusable output place (one line says what; nothing is
+written), 2 a GPU is needed and this machine has none.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Literal, Optional, Sequence, Tuple
 
+from ..config import LPTConfig
+from .distributed import DistributedError, Workers
+from .output import OutputError, check_output_file, prepare_output
+
 EXIT_BAD_INPUT = 1
 EXIT_NEEDS_GPU = 2
 LADDER_ALIASES = ("ladder", "all")
+# What each command writes into its --out folder (checked before any work; analyze adds one histogram per scene).
+BENCH_FILES = ("bench.csv", "bench.json", "speedup_vs_imbalance.png", "frame_times.png")
+ANALYZE_FILES = ("analyze.csv", "analyze.json", "simulated_speedups.png")
+_CONFIG_DEFAULTS = LPTConfig()
 
 
 @dataclass
@@ -30,11 +44,11 @@ class SceneOptions:
     """Built-in scene names (balanced mild moderate street severe extreme rig; `ladder` = all of them)
     or files: gsplat checkpoint (.pt or its result folder), INRIA .ply, antimatter15 .splat, gsplat test .npz."""
     width: Optional[int] = None
-    """Image width (default: 1920 for built-in and cameraless scenes, the COLMAP/.npz camera size otherwise)."""
+    """Image width; unset: 1920 for built-in and cameraless scenes, the COLMAP/.npz camera size otherwise."""
     height: Optional[int] = None
     """Image height (see width)."""
     frames: Optional[int] = None
-    """Frames per scene (default: 3 per built-in scene, 2 for the rig, 8 views for loaded scenes)."""
+    """Frames per scene; unset: 3 per built-in scene, 2 for the rig, 8 views for loaded scenes."""
     seed: int = 0
     """Seed of the built-in scenes."""
     scale: float = 1.0
@@ -44,31 +58,29 @@ class SceneOptions:
     downscale: float = 1.0
     """Divide the COLMAP image size by this (simple_trainer's data_factor)."""
     normalize_world: Optional[bool] = None
-    """Normalise COLMAP poses as gsplat's trainer does (default: yes for checkpoints, no for .ply/.splat)."""
+    """Normalise COLMAP poses as gsplat's trainer does; unset: yes for checkpoints, no for .ply/.splat."""
     tile_size: int = 16
-    """Tile size in pixels (gsplat's default 16)."""
+    """Tile size in pixels (gsplat's tile_size)."""
 
 
 @dataclass
 class PolicyOptions:
-    chunk_count: int = 8
-    """k of the `chunk` mode."""
-    overhead_lambda: Optional[float] = None
-    """lambda of Eq. (6) (default: the calibrated value in gsplat_lpt.config)."""
-    imbalance_beta: Optional[float] = None
-    """beta of Eq. (6) (default: the calibrated value in gsplat_lpt.config)."""
-    min_gain: float = 0.10
+    chunk_count: int = _CONFIG_DEFAULTS.chunk_count
+    """k: depth chunks per chunked tile in the `chunk` and `fixed` modes."""
+    heavy_ratio: float = _CONFIG_DEFAULTS.heavy_ratio
+    """rho of the `fixed` mode: the heaviest fraction of the non-empty tiles is chunked."""
+    overhead_lambda: float = _CONFIG_DEFAULTS.overhead_lambda
+    """lambda of Eq. (6), per-chunk overhead (calibrated on an H200; `gsplat-lpt calibrate` fits it to your GPU)."""
+    imbalance_beta: float = _CONFIG_DEFAULTS.imbalance_beta
+    """beta of Eq. (6), weight of the longest work unit (calibrated with lambda)."""
+    min_gain: float = _CONFIG_DEFAULTS.min_gain
     """epsilon: chunk only if the model predicts at least this relative gain."""
 
-    def lpt_config(self, mode: str = "auto"):
-        from .config import LPTConfig
-
-        changes = {"mode": mode, "chunk_count": self.chunk_count, "min_gain": self.min_gain}
-        if self.overhead_lambda is not None:
-            changes["overhead_lambda"] = self.overhead_lambda
-        if self.imbalance_beta is not None:
-            changes["imbalance_beta"] = self.imbalance_beta
-        return LPTConfig(**changes)
+    def lpt_config(self, mode: str = "auto") -> LPTConfig:
+        """The LPTConfig these options ask for (ValueError naming the LPTConfig field when one is out of range)."""
+        return LPTConfig(mode=mode, chunk_count=self.chunk_count, heavy_ratio=self.heavy_ratio,
+                         overhead_lambda=self.overhead_lambda, imbalance_beta=self.imbalance_beta,
+                         min_gain=self.min_gain)
 
 
 @dataclass
@@ -96,9 +108,10 @@ class Analyze(SceneOptions, PolicyOptions):
     max/min, imbalance vs K, histogram, the policy's (h, k), simulated makespans of vanilla / LPT / chunked."""
 
     out: Optional[Path] = None
-    """Output folder for analyze.csv, analyze.json and PNG plots (default: print only)."""
+    """Output folder for analyze.csv, analyze.json and PNG plots; unset: print the tables, write nothing."""
     concurrent_ctas: int = 132 * 6
-    """K: concurrent CTAs of the persistent kernel (H200: 132 SMs x 6, measured with the occupancy API)."""
+    """K: concurrent CTAs of the persistent kernel = SMs x resident CTAs per SM (H200: 132 x 6; your GPU's K is
+    meta["lpt"]["concurrent_ctas"] of any frame rendered with backend="lpt")."""
     tile_overhead: float = 16.0
     """Fixed cost of one work item in the simulation, in Gaussian-equivalent units."""
 
@@ -111,8 +124,8 @@ class Render(SceneOptions, PolicyOptions):
     """Output folder for frame_XXXX.png and render.json."""
     backend: Literal["lpt", "cuda"] = "lpt"
     """lpt: our backend; cuda: gsplat's own."""
-    mode: Literal["auto", "lpt", "chunk", "vanilla"] = "auto"
-    """Schedule of the lpt backend."""
+    mode: Literal["auto", "lpt", "chunk", "fixed", "vanilla"] = "auto"
+    """Schedule of the lpt backend (LPTConfig.mode; fixed uses --heavy-ratio and --chunk-count)."""
     path: Literal["scene", "orbit", "flythrough"] = "scene"
     """Camera path: the scene's own cameras (COLMAP / built-in / .npz), an orbit, or a fly-through."""
     video: Optional[Path] = None
@@ -120,7 +133,7 @@ class Render(SceneOptions, PolicyOptions):
     fps: int = 10
     """Video frame rate."""
     background: Optional[Tuple[float, float, float]] = None
-    """Background colour (default black)."""
+    """Background colour, RGB in [0, 1]; unset: black."""
 
 
 @dataclass
@@ -130,7 +143,7 @@ class Calibrate(SceneOptions):
     to the fastest measured schedule. GPU only. Prints the LPTConfig to use; writes calibration.json."""
 
     scene: Tuple[str, ...] = ("ladder",)
-    """Scenes to calibrate on (default: the built-in ladder, balanced to extreme)."""
+    """Scenes to calibrate on (`ladder`: the built-in ladder, balanced to extreme)."""
     out: Path = Path("gsplat-lpt-calibration")
     """Output folder for calibration.json (every measurement and the whole (lambda, beta) grid)."""
     repeats: int = 11
@@ -149,7 +162,7 @@ class BadInput(ValueError):
 
 
 def expand_scene_names(names: Sequence[str]) -> List[str]:
-    from .scenes import scene_names
+    from ..scenes import scene_names
 
     expanded: List[str] = []
     for name in names:
@@ -159,8 +172,8 @@ def expand_scene_names(names: Sequence[str]) -> List[str]:
 
 def check_scene_names(names: Sequence[str]) -> None:
     """Each entry is a built-in name or an existing path."""
-    from .loaders import ACCEPTED_FORMATS
-    from .scenes import scene_names
+    from ..scenes import ACCEPTED_FORMATS
+    from ..scenes import scene_names
 
     if not names:
         raise BadInput(f"no scene given; expected {ACCEPTED_FORMATS}")
@@ -171,7 +184,7 @@ def check_scene_names(names: Sequence[str]) -> None:
 
 
 def check_common(options: SceneOptions) -> None:
-    from .scenes import check_resolution
+    from ..scenes import check_resolution
 
     if (options.width is None) != (options.height is None):
         raise BadInput("give both --width and --height, or neither")
@@ -194,8 +207,8 @@ def check_common(options: SceneOptions) -> None:
 
 def load(name: str, options: SceneOptions):
     """A built-in scene or a file, with the requested size and frame count (errors become BadInput)."""
-    from .loaders import load_scene
-    from .scenes import DEFAULT_HEIGHT, DEFAULT_WIDTH, make_scene, scene_names
+    from ..scenes import load_scene
+    from ..scenes import DEFAULT_HEIGHT, DEFAULT_WIDTH, make_scene, scene_names
 
     try:
         if name in scene_names():
@@ -208,11 +221,24 @@ def load(name: str, options: SceneOptions):
         raise BadInput(str(error)) from None
 
 
+# LPTConfig fields the command line sets, and their flags (errors name the flag the user typed).
+FLAG_OF_FIELD = {"chunk_count": "--chunk-count", "heavy_ratio": "--heavy-ratio", "overhead_lambda": "--overhead-lambda",
+                 "imbalance_beta": "--imbalance-beta", "min_gain": "--min-gain", "mode": "--mode"}
+
+
+def flag_names(message: str) -> str:
+    """LPTConfig's messages in the command line's words: `LPTConfig.chunk_count` -> `--chunk-count`."""
+    message = re.sub(r"LPTConfig\.(\w+)", lambda match: FLAG_OF_FIELD.get(match.group(1), match.group(0)), message)
+    for field_name, flag in FLAG_OF_FIELD.items():
+        message = re.sub(rf"(?<![\w.-]){field_name}\b", flag, message)
+    return message
+
+
 def policy_config(options: PolicyOptions, mode: str = "auto"):
     try:
         return options.lpt_config(mode)
     except ValueError as error:
-        raise BadInput(str(error)) from None
+        raise BadInput(flag_names(str(error))) from None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -220,8 +246,8 @@ def policy_config(options: PolicyOptions, mode: str = "auto"):
 # ----------------------------------------------------------------------------------------------
 
 
-def run_bench(args: Bench, console) -> int:
-    from . import bench, plots
+def run_bench(args: Bench, console, workers: Workers) -> int:
+    from . import bench
 
     names = expand_scene_names(args.scene)
     check_scene_names(names)
@@ -234,16 +260,30 @@ def run_bench(args: Bench, console) -> int:
         raise BadInput("bench uses gsplat's default tile size 16")
     config = policy_config(args, "auto")
     bench.require_cuda()
-    scenes = [load(name, args) for name in names]  # all loaded (and validated) before anything is written
+    place = workers.on_main(lambda: prepare_output(args.out, BENCH_FILES), errors=(OutputError,))
+    with place.cleanup_on_error() if workers.is_main else contextlib.nullcontext():
+        return _bench(args, names, config, console, workers)
+
+
+def _bench(args: Bench, names: Sequence[str], config, console, workers: Workers) -> int:
+    from . import bench, plots
+
+    scenes = [load(name, args) for name in names]
     results = []
     for scene in scenes:
-        console.print(f"[bold]{scene.summary()}[/bold]")
-        results += bench.bench_scene(scene, modes=args.modes, repeats=args.repeats, warmup=args.warmup, config=config,
-                                     fixed_grid=bench.DEFAULT_FIXED_GRID if args.fixed_grid else None,
-                                     end_to_end=args.end_to_end)
+        console.print(f"[bold]{scene.summary()}[/bold]" + (f" on {workers.world_size} GPUs" if workers.is_distributed
+                                                           else ""))
+        mine = bench.bench_scene(scene, modes=args.modes, repeats=args.repeats, warmup=args.warmup, config=config,
+                                 fixed_grid=bench.DEFAULT_FIXED_GRID if args.fixed_grid else None,
+                                 end_to_end=args.end_to_end, frames=workers.shard(range(scene.num_frames)),
+                                 progress=workers.is_main)
+        results += workers.gather(mine) or []  # rank 0: every frame, in order
+    if not workers.is_main:
+        return 0
     console.print(bench.results_table(results))
     meta = {"command": " ".join(sys.argv), "scenes": [s.summary() for s in scenes], "config": repr(config),
-            "repeats": args.repeats, "warmup": args.warmup, **bench.environment_facts()}
+            "repeats": args.repeats, "warmup": args.warmup, "processes": workers.world_size,
+            **bench.environment_facts()}
     paths = bench.write_results(results, args.out, meta)
     paths["speedup_plot"] = plots.plot_speedup_vs_imbalance(results, Path(args.out) / "speedup_vs_imbalance.png",
                                                             note=meta.get("gpu"))
@@ -257,15 +297,25 @@ def run_bench(args: Bench, console) -> int:
 
 
 def run_analyze(args: Analyze, console) -> int:
-    from . import analyze, plots
-
     names = expand_scene_names(args.scene)
     check_scene_names(names)
     check_common(args)
     if args.concurrent_ctas < 1:
         raise BadInput(f"--concurrent-ctas must be >= 1, got {args.concurrent_ctas}")
     config = policy_config(args, "auto")
+    if args.out is None:
+        return _analyze(args, names, config, console, None)
+    place = prepare_output(args.out, ANALYZE_FILES)
+    with place.cleanup_on_error():
+        return _analyze(args, names, config, console, place)
+
+
+def _analyze(args: Analyze, names: Sequence[str], config, console, place) -> int:
+    from . import analyze, plots
+
     scenes = [load(name, args) for name in names]
+    if place is not None:
+        place.check_names([f"{scene.name}_histogram.png" for scene in scenes])
     all_stats = []
     for scene in scenes:
         stats, _ = analyze.analyze_scene(scene, args.concurrent_ctas, config, tile_size=args.tile_size, progress=True)
@@ -290,10 +340,10 @@ def run_analyze(args: Analyze, console) -> int:
     return 0
 
 
-def run_render(args: Render, console) -> int:
+def run_render(args: Render, console, workers: Workers) -> int:
     import torch
 
-    from .render import camera_path, check_video_path, render_scene
+    from .render import camera_path, check_video_path, output_names
 
     names = expand_scene_names(args.scene)
     if len(names) != 1:
@@ -311,15 +361,31 @@ def run_render(args: Render, console) -> int:
         from .bench import NeedsGPU
 
         raise NeedsGPU("gsplat-lpt render needs a CUDA GPU (none found); `gsplat-lpt analyze` runs on the CPU")
-    scene = camera_path(load(names[0], args), args.path, args.frames or 8)
+    with contextlib.ExitStack() as cleanups:
+        place = workers.on_main(lambda: prepare_output(args.out), errors=(OutputError,))
+        if workers.is_main:
+            cleanups.enter_context(place.cleanup_on_error())
+        if args.video is not None:
+            video_place = workers.on_main(lambda: check_output_file(args.video, "--video"), errors=(OutputError,))
+            if workers.is_main:
+                cleanups.enter_context(video_place.cleanup_on_error())
+        scene = camera_path(load(names[0], args), args.path, args.frames or 8)  # every process needs the scene
+        workers.on_main(lambda: place.check_names(output_names(scene)), errors=(OutputError,))
+        return _render(args, scene, config, console, workers)
+
+
+def _render(args: Render, scene, config, console, workers: Workers) -> int:
+    from .render import render_scene
+
     result = render_scene(scene, args.out, backend=args.backend, config=config, video=args.video,
-                          background=args.background, fps=args.fps)
-    console.print(f"wrote {len(result['images'])} file(s) to {args.out}" + (f" and {args.video}" if args.video else ""))
+                          background=args.background, fps=args.fps, progress=workers.is_main, workers=workers)
+    console.print(f"wrote {len(result['images'])} file(s) to {args.out}" + (f" and {args.video}" if args.video else "")
+                  + (f"; {workers.world_size} GPUs rendered" if workers.is_distributed else ""))
     return 0
 
 
 def run_calibrate(args: Calibrate, console) -> int:
-    from . import bench, calibrate
+    from . import bench
 
     names = expand_scene_names(args.scene)
     check_scene_names(names)
@@ -327,6 +393,14 @@ def run_calibrate(args: Calibrate, console) -> int:
     if args.repeats < 5:
         raise BadInput(f"--repeats must be >= 5, got {args.repeats}")
     bench.require_cuda("calibrate")
+    place = prepare_output(args.out, ["calibration.json"])
+    with place.cleanup_on_error():
+        return _calibrate(args, names, console)
+
+
+def _calibrate(args: Calibrate, names: Sequence[str], console) -> int:
+    from . import bench, calibrate
+
     scenes = [load(name, args) for name in names]
     measurements = []
     for scene in scenes:
@@ -336,7 +410,6 @@ def run_calibrate(args: Calibrate, console) -> int:
             measurements.append(calibrate.measure_frame(f"{scene.name}/{frame}", inputs, args.repeats,
                                                         args.max_chunked_tiles))
     result = calibrate.fit(measurements)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
     calibrate.save(measurements, result, Path(args.out) / "calibration.json")
     for m in measurements:
         choice = calibrate.policy_choice(m, result["overhead_lambda"], result["imbalance_beta"])
@@ -350,34 +423,48 @@ def run_calibrate(args: Calibrate, console) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def parse(argv: Sequence[str]):
+    """The options of one command line (a Bench, Analyze, Render or Calibrate); exits 2 on a parse error."""
     import tyro
-    from rich.console import Console
 
-    args = tyro.extras.subcommand_cli_from_dict(
+    return tyro.extras.subcommand_cli_from_dict(
         {"bench": Bench, "analyze": Analyze, "render": Render, "calibrate": Calibrate},
-        args=list(sys.argv[1:] if argv is None else argv),
+        args=list(argv),
         description="gsplat-lpt: LPT tile scheduling and depth chunking for gsplat's alpha blending.",
     )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from rich.console import Console
+
+    args = parse(sys.argv[1:] if argv is None else argv)
     # Logs (stdout redirected to a file) get wide tables instead of rich's 80-column default.
     console = Console() if sys.stdout.isatty() else Console(width=160)
     error_console = Console(stderr=True)
     from .bench import NeedsGPU
 
+    workers = None
     try:
+        if isinstance(args, (Analyze, Calibrate)):
+            if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+                raise BadInput(f"gsplat-lpt {'analyze' if isinstance(args, Analyze) else 'calibrate'} runs in one "
+                               "process; start it without torchrun (torchrun spreads bench and render over GPUs)")
+            return run_analyze(args, console) if isinstance(args, Analyze) else run_calibrate(args, console)
+        workers = Workers.from_environment()  # torchrun: one process per GPU; otherwise just this one
+        if not workers.is_main:  # rank 0 alone prints (the others stop with the same status)
+            console, error_console = Console(quiet=True), Console(stderr=True, quiet=True)
         if isinstance(args, Bench):
-            return run_bench(args, console)
-        if isinstance(args, Analyze):
-            return run_analyze(args, console)
-        if isinstance(args, Calibrate):
-            return run_calibrate(args, console)
-        return run_render(args, console)
+            return run_bench(args, console, workers)
+        return run_render(args, console, workers)
     except NeedsGPU as error:
         error_console.print(str(error), highlight=False, markup=False, soft_wrap=True)
         return EXIT_NEEDS_GPU
-    except BadInput as error:
+    except (BadInput, OutputError, DistributedError) as error:
         error_console.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
         return EXIT_BAD_INPUT
+    finally:
+        if workers is not None:
+            workers.close()
 
 
 if __name__ == "__main__":

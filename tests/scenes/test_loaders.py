@@ -1,4 +1,4 @@
-"""Loaders on small files the tests write (checkpoint, .ply, .splat, COLMAP txt/bin) and on the real bonsai."""
+"""gsplat_lpt/scenes/loaders.py on small files the tests write (checkpoint, .ply, .splat, COLMAP txt/bin) and on the real bonsai."""
 
 import math
 import struct
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from gsplat_lpt.loaders import (
+from gsplat_lpt.scenes.loaders import (
     SPLAT_RECORD,
     SceneLoadError,
     auto_orbit,
@@ -19,18 +19,7 @@ from gsplat_lpt.loaders import (
     load_splat,
     world_normalization,
 )
-
-
-def random_splats(n: int, sh_degree: int = 3, seed: int = 0):
-    gen = torch.Generator().manual_seed(seed)
-    return {
-        "means": torch.randn(n, 3, generator=gen),
-        "scales": torch.randn(n, 3, generator=gen) * 0.3 - 3.0,  # log
-        "quats": torch.randn(n, 4, generator=gen) * 2.0,  # unnormalised
-        "opacities": torch.randn(n, generator=gen),  # logit
-        "sh0": torch.randn(n, 1, 3, generator=gen),
-        "shN": torch.randn(n, (sh_degree + 1) ** 2 - 1, 3, generator=gen),
-    }
+from helpers import data_dir, random_splats
 
 
 def test_gsplat_checkpoint_activations(tmp_path):
@@ -143,8 +132,6 @@ def test_splat_records(tmp_path):
 
 
 def test_real_bonsai_splat_loads():
-    from conftest import data_dir
-
     scene = load_scene(data_dir() / "bonsai-7k-mini.splat", frames=4, width=640, height=360)
     assert scene.num_gaussians == 272_956
     assert scene.means.abs().max() <= 3.0 + 1e-4  # cropped to [-3, 3]^3
@@ -159,8 +146,6 @@ def test_real_bonsai_splat_loads():
 
 
 def test_test_npz_keeps_its_cameras():
-    from conftest import data_dir
-
     scene = load_scene(data_dir() / "test_garden.npz")
     assert scene.num_gaussians == 138_766 and scene.num_frames == 3
     resized = load_scene(data_dir() / "test_garden.npz", width=scene.width // 2, height=scene.height // 2)

@@ -10,7 +10,6 @@ chosen time / best time). It is re-runnable on any GPU: `gsplat-lpt calibrate` (
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,8 +17,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from .config import LPTConfig
-from .plan import estimated_cost
+from ..config import LPTConfig
+from ..plan import estimated_cost
 
 CHUNK_COUNTS = (2, 4, 8, 16)
 LAMBDA_GRID = (0.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0)
@@ -90,8 +89,8 @@ def fit(frames: Sequence[FrameMeasurements], lambdas=LAMBDA_GRID, betas=BETA_GRI
 
 def measure_frame(name: str, frame, repeats: int = 11, max_height: int = 512) -> FrameMeasurements:
     """Times LPT-only and every forced (h, k) of the grid on one frame (`frame`: frame.BlendInputs)."""
-    from .plan import plan_frame
-    from .runtime import concurrent_ctas
+    from ..plan import plan_frame
+    from ..runtime import concurrent_ctas
     from .timing import median_ms, time_interleaved
 
     channels = frame.colors.shape[-1]
@@ -116,4 +115,6 @@ def measure_frame(name: str, frame, repeats: int = 11, max_height: int = 512) ->
 def save(frames: Sequence[FrameMeasurements], result: Dict, path: Path) -> None:
     payload = {"frames": [{**asdict(f), "schedule_ms": {f"{h},{k}": ms for (h, k), ms in f.schedule_ms.items()}}
                           for f in frames], "fit": result}
-    path.write_text(json.dumps(payload, indent=1))
+    from .output import write_json
+
+    write_json(path, payload)

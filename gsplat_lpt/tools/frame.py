@@ -13,7 +13,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from .config import LPTConfig
+from ..config import LPTConfig
 
 
 @dataclass
@@ -33,8 +33,8 @@ class BlendInputs:
 
     def blend(self, mode: str = "auto", config: Optional[LPTConfig] = None) -> Tuple[Tensor, Tensor]:
         """Alpha blending with gsplat's kernel (mode "vanilla") or ours."""
-        from . import hook
-        from .rasterize import rasterize_to_pixels
+        from .. import hook
+        from ..rasterize import rasterize_to_pixels
 
         args = (self.means2d, self.conics, self.colors, self.opacities, self.width, self.height,
                 self.tile_size, self.isect_offsets, self.flatten_ids)
@@ -46,7 +46,7 @@ class BlendInputs:
         return rasterize_to_pixels(*args, backgrounds=self.backgrounds, config=config)
 
     def blend_with_stats(self, mode: str = "auto", config: Optional[LPTConfig] = None):
-        from .rasterize import rasterize_to_pixels
+        from ..rasterize import rasterize_to_pixels
 
         config = (config or LPTConfig()).replace(mode=mode)
         return rasterize_to_pixels(self.means2d, self.conics, self.colors, self.opacities, self.width,

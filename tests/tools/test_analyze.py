@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from gsplat_lpt.analyze import (
+from gsplat_lpt.tools.analyze import (
     H200_CONCURRENT_CTAS,
     analyze_scene,
     brute_force_tile_counts,
@@ -128,9 +128,12 @@ def test_frame_stats_values_and_policy_reuse():
     stats = frame_stats(counts, concurrent_ctas=K, config=config)
     total = int(counts.sum())
     assert stats.images == 2 and stats.num_tiles == 64 and stats.total_workload == total
-    assert stats.max_workload == 5000 and stats.min_nonempty_workload == 1
+    assert stats.max_workload == 5000 and stats.nonempty_tiles == 34  # 5000, 32 x 10 and 1
     assert math.isclose(stats.imbalance, 5000 * K / total)
-    assert math.isclose(stats.max_min_ratio, 5000.0)
+    # The lightest non-empty tile (1 Gaussian) says nothing; these do: peak over mean, tail over middle.
+    assert stats.mean_nonempty_workload == pytest.approx(total / 34)
+    assert stats.max_over_mean == pytest.approx(5000 * 34 / total)
+    assert stats.p99_over_median == pytest.approx((10 + 0.67 * 4990) / 10)  # p99 interpolates 10 .. 5000
     sorted_workloads, _ = lpt_order(counts.reshape(-1))
     choice = choose_chunking(sorted_workloads, float(total), K, config)
     assert (stats.chunked_tiles, stats.chunk_count) == (choice.chunked_tiles, choice.chunk_count)
@@ -152,11 +155,12 @@ def test_analyze_scene_and_outputs(tmp_path):
     assert counts[0].shape == (6, 12, 20) and int(counts[0].sum()) == stats[0].total_workload
     paths = write_stats(stats, tmp_path, meta={"scene": "rig", "note": "test"})
     header = open(paths["csv"]).readline().strip().split(",")
-    assert header[:3] == ["frame", "images", "total_workload"] and "imbalance" in header
+    assert header[:3] == ["scene", "frame", "images"] and "imbalance" in header and "max_min_ratio" not in header
+    assert open(paths["csv"]).readlines()[1].startswith("rig,0,6,")
     import json
 
     data = json.load(open(paths["json"]))
-    assert data["meta"]["scene"] == "rig" and data["frames"][0]["images"] == 6
+    assert data["meta"]["scene"] == "rig" and data["frames"][0]["images"] == 6 and data["frames"][0]["scene"] == "rig"
     with pytest.raises(ValueError, match="concurrent_ctas"):
         analyze_scene(scene, concurrent_ctas=0)
 

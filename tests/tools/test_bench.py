@@ -6,45 +6,24 @@ import math
 import pytest
 import torch
 
-from gsplat_lpt.bench import (
+from gsplat_lpt.tools.bench import (
     DEFAULT_FIXED_GRID,
-    FrameResult,
     NeedsGPU,
     band_of,
     bench_scene,
     fixed_label,
     parse_fixed_label,
-    psnr,
     read_results,
     results_table,
     summarize,
     write_results,
 )
-from gsplat_lpt.plots import plot_frame_times, plot_speedup_vs_imbalance
 from gsplat_lpt.scenes import make_scene
-
-FAKE = "TEST-DATA (fake numbers)"
-
-
-def fake_results():
-    """Made-up timings, NOT measurements: only the reporting code is under test."""
-    heavy = FrameResult(
-        scene=FAKE, frame=0, images=1, width=1920, height=1080, num_gaussians=1000, total_workload=100_000,
-        max_workload=5_000, imbalance=52.8, concurrent_ctas=1056, chunked_tiles=12, chunk_count=16,
-        blend_ms={"vanilla": 10.0, "lpt": 9.5, "chunk": 4.0, "auto": 2.0, fixed_label(0.01, 8): 2.5,
-                  fixed_label(0.05, 16): 1.9},
-        psnr_db={"lpt": math.inf, "chunk": 80.5, "auto": 90.25, fixed_label(0.01, 8): 85.0, fixed_label(0.05, 16): 84.0},
-        end_to_end_ms={"cuda": 14.0, "lpt": 6.0}, repeats=21)
-    balanced = FrameResult(
-        scene=FAKE, frame=1, images=1, width=1920, height=1080, num_gaussians=1000, total_workload=100_000,
-        max_workload=20, imbalance=0.21, concurrent_ctas=1056, chunked_tiles=0, chunk_count=1,
-        blend_ms={"vanilla": 1.5, "lpt": 1.49, "chunk": 2.0, "auto": 1.505}, psnr_db={"lpt": math.inf, "auto": math.inf},
-        repeats=21)
-    return [heavy, balanced]
+from helpers import FAKE, fake_bench_results
 
 
 def test_speedups_and_best_fixed():
-    heavy, balanced = fake_results()
+    heavy, balanced = fake_bench_results()
     assert heavy.speedup("auto") == 5.0 and heavy.speedup("lpt") == pytest.approx(10 / 9.5)
     assert heavy.best_fixed == fixed_label(0.05, 16)
     assert parse_fixed_label(heavy.best_fixed) == (0.05, 16)
@@ -59,20 +38,14 @@ def test_speedups_and_best_fixed():
 def test_grid_and_bands():
     assert len(DEFAULT_FIXED_GRID) == 9 and (0.01, 8) in DEFAULT_FIXED_GRID
     assert band_of(0.2) == "balanced (< 1)" and band_of(2.0) == "1.5 to 3" and band_of(69.0) == ">= 5"
-    summary = summarize(fake_results())
+    summary = summarize(fake_bench_results())
     by_band = {entry["band"]: entry for entry in summary}
     assert by_band[">= 5"]["auto_mean_speedup"] == 5.0 and by_band[">= 5"]["frames"] == 1
     assert by_band["balanced (< 1)"]["auto_min_speedup"] == pytest.approx(1.5 / 1.505, abs=1e-3)
 
 
-def test_psnr():
-    image = torch.rand(2, 8, 8, 3)
-    assert math.isinf(psnr(image, image))
-    assert psnr(image + 0.01, image) == pytest.approx(40.0, abs=1e-4)
-
-
 def test_csv_json_roundtrip(tmp_path):
-    results = fake_results()
+    results = fake_bench_results()
     paths = write_results(results, tmp_path, meta={"note": FAKE})
     lines = open(paths["csv"]).read().splitlines()
     assert len(lines) == 3 and lines[0].startswith("scene,frame,images")
@@ -88,17 +61,10 @@ def test_table_renders():
     from rich.console import Console
 
     console = Console(record=True, width=200)
-    console.print(results_table(fake_results()))
+    console.print(results_table(fake_bench_results()))
     text = console.export_text()
     assert "5.00x" in text and "1.900 (0.05,16)" in text and "exact" in text and "80.5 dB" in text
     assert "14.000/6.000" in text
-
-
-def test_plots_write_pngs(tmp_path):
-    results = fake_results()
-    for path in (plot_speedup_vs_imbalance(results, tmp_path / "speedup.png", note=FAKE),
-                 plot_frame_times(results, tmp_path / "times.png", note=FAKE)):
-        assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_bench_without_cuda_says_so(monkeypatch):
@@ -124,9 +90,9 @@ def test_bench_on_gpu_small_scene(tmp_path):
 def test_bench_scene_plumbing_with_fake_gpu_calls(monkeypatch):
     """bench_scene's bookkeeping on the CPU: projection, blending and timing are replaced by FAKES that
     return made-up numbers (TEST-DATA); what is checked is which calls are made and what is recorded."""
-    import gsplat_lpt.bench as bench_module
-    import gsplat_lpt.frame as frame_module
-    import gsplat_lpt.timing as timing_module
+    import gsplat_lpt.tools.bench as bench_module
+    import gsplat_lpt.tools.frame as frame_module
+    import gsplat_lpt.tools.timing as timing_module
     from gsplat_lpt.scenes import Scene
 
     calls = []

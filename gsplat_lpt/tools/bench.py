@@ -1,4 +1,4 @@
-"""Benchmark of the alpha-blending stage per frame, measured as ../shared/BRIEF.md prescribes.
+"""Benchmark of the alpha-blending stage per frame.
 
 For every frame of a scene: gsplat's projection and tiling once (`frame.project_frame`), then the
 whole `rasterize_to_pixels` call of each mode (vanilla = gsplat's kernel, lpt, chunk, auto, and a
@@ -13,7 +13,6 @@ Only `bench_scene` needs a GPU; tables, CSV/JSON and the summary work on any lis
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -22,14 +21,16 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
-from .config import LPTConfig
+from ..config import LPTConfig
+from . import output
+from .metrics import psnr
 
 BENCH_MODES: Tuple[str, ...] = ("vanilla", "lpt", "chunk", "auto")
 # Small (rho, k) grid for the "best fixed" column: fraction of non-empty tiles chunked, chunks per tile.
 DEFAULT_FIXED_GRID: Tuple[Tuple[float, int], ...] = tuple(
     (rho, k) for rho in (0.001, 0.01, 0.05) for k in (4, 8, 16)
 )
-# Imbalance bands of the BRIEF's targets.
+# Imbalance bands the summary reports (README, "Results").
 BANDS: Tuple[Tuple[str, float, float], ...] = (
     ("balanced (< 1)", 0.0, 1.0),
     ("1 to 1.5", 1.0, 1.5),
@@ -145,12 +146,6 @@ def _psnr_text(value: Optional[float]) -> Any:
     return "inf" if math.isinf(value) else round(float(value), 2)
 
 
-def psnr(image: torch.Tensor, reference: torch.Tensor, peak: float = 1.0) -> float:
-    """Peak signal-to-noise ratio in dB; inf when the images are identical."""
-    mse = float(torch.mean((image.double() - reference.double()) ** 2))
-    return math.inf if mse == 0.0 else 10.0 * math.log10(peak * peak / mse)
-
-
 # ----------------------------------------------------------------------------------------------
 # Measurement (GPU)
 # ----------------------------------------------------------------------------------------------
@@ -240,7 +235,7 @@ def _time_rasterization(scene, viewmats, Ks, config: LPTConfig, repeats: int, wa
     """Median ms of the whole `gsplat.rasterization` call with gsplat's backend and ours."""
     import gsplat
 
-    from . import hook  # noqa: F401  (importing gsplat_lpt installed the backend flag)
+    from .. import hook  # noqa: F401  (importing gsplat_lpt installed the backend flag)
     from .timing import median_ms, time_interleaved
 
     def render(backend: str):
@@ -339,21 +334,13 @@ CSV_NAME, JSON_NAME = "bench.csv", "bench.json"
 
 
 def write_results(results: Sequence[FrameResult], out_dir, meta: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
-    """bench.csv (one row per frame) and bench.json (full records, band summary, run facts)."""
+    """bench.csv (one row per frame) and bench.json (full records, band summary, run facts), each written whole."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows = [r.row() for r in results]
-    columns: List[str] = []
-    for row in rows:
-        columns += [key for key in row if key not in columns]
-    with open(out / CSV_NAME, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    with open(out / JSON_NAME, "w") as handle:
-        json.dump({"meta": meta or {}, "summary": summarize(results), "frames": [r.to_json() for r in results]},
-                  handle, indent=2)
-    return {"csv": str(out / CSV_NAME), "json": str(out / JSON_NAME)}
+    csv_path = output.write_csv(out / CSV_NAME, [r.row() for r in results])
+    json_path = output.write_json(out / JSON_NAME, {"meta": meta or {}, "summary": summarize(results),
+                                                    "frames": [r.to_json() for r in results]})
+    return {"csv": csv_path, "json": json_path}
 
 
 def read_results(path) -> Tuple[List[FrameResult], Dict[str, Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gsplat_lpt.calibrate import FrameMeasurements, candidate_heights, fit, policy_choice, regret
+from gsplat_lpt.tools.calibrate import FrameMeasurements, candidate_heights, fit, policy_choice, regret
 
 
 def frame_with_one_heavy_tile():

@@ -8,14 +8,15 @@ schedule of every frame (`meta["lpt"]`) is written to render.json next to the im
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
-from .config import LPTConfig
+from ..config import LPTConfig
+from .distributed import Workers
+from .output import replacing, write_json
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 
@@ -34,8 +35,8 @@ def check_video_path(video: Optional[Path]) -> None:
 
 def camera_path(scene, path: str, frames: int):
     """The scene with the requested camera path: its own cameras ("scene"), an orbit or a fly-through."""
-    from .loaders import auto_orbit
-    from .scenes import flythrough_path
+    from ..scenes import auto_orbit
+    from ..scenes import flythrough_path
 
     if path == "scene":
         if scene.viewmats.shape[0] == 0:
@@ -78,6 +79,27 @@ def _mosaic(images: np.ndarray, columns: int = 3) -> np.ndarray:
 
 
 @torch.no_grad()
+def render_frame(device_scene, frame: int, backend: str, config: LPTConfig,
+                 backgrounds: Optional[torch.Tensor]) -> Tuple[np.ndarray, Dict[str, Any]]:
+    """One `gsplat.rasterization` call for all cameras of `frame`: uint8 images [C, H, W, 3] and the schedule."""
+    import gsplat
+
+    import gsplat_lpt  # noqa: F401  (installs backend= on gsplat.rasterization)
+
+    if not device_scene.means.is_cuda:
+        raise RuntimeError("gsplat-lpt render needs a CUDA GPU (gsplat rasterizes on CUDA only)")
+    viewmats, Ks = device_scene.frame_cameras(frame)
+    if backgrounds is not None:
+        backgrounds = backgrounds[None].repeat(viewmats.shape[0], 1)
+    extra = {"lpt_config": config} if backend == "lpt" else {}
+    colors, _, meta = gsplat.rasterization(
+        device_scene.means, device_scene.quats, device_scene.scales, device_scene.opacities, device_scene.colors,
+        viewmats, Ks, device_scene.width, device_scene.height, sh_degree=device_scene.sh_degree, packed=False,
+        backgrounds=backgrounds, backend=backend, **extra)
+    images = (colors[..., :3].clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()  # [C, H, W, 3]
+    return images, {"frame": frame, **{key: _plain(value) for key, value in (meta.get("lpt") or {}).items()}}
+
+
 def render_scene(
     scene,  # scenes.Scene with cameras
     out_dir: Path,
@@ -87,57 +109,73 @@ def render_scene(
     background: Optional[Sequence[float]] = None,
     fps: int = 10,
     progress: bool = True,
+    workers: Optional[Workers] = None,
 ) -> Dict[str, Any]:
-    """Render every frame to out_dir/frame_XXXX[_camY].png; returns the paths and per-frame schedules."""
+    """Render every frame to out_dir/frame_XXXX[_camY].png (+ `video`, render.json); returns the paths and the
+    per-frame schedules.
+
+    With `workers` spread over several GPUs (torchrun), each process renders every world_size-th frame on
+    its own GPU and rank 0 receives the images round by round and alone writes; other ranks return empty lists."""
     import imageio.v2 as imageio
-    import gsplat
 
-    import gsplat_lpt  # noqa: F401  (installs backend= on gsplat.rasterization)
-
-    if not torch.cuda.is_available():
-        raise RuntimeError("gsplat-lpt render needs a CUDA GPU (gsplat rasterizes on CUDA only)")
+    workers = workers or Workers()
     check_video_path(video)
     config = config or LPTConfig()
-    device_scene = scene.to("cuda")
+    device_scene = scene.to(workers.device)
+    backgrounds = None if background is None else torch.tensor(background, dtype=torch.float32,
+                                                                 device=workers.device)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if workers.is_main:
+        out_dir.mkdir(parents=True, exist_ok=True)
     frames: List[int] = list(range(scene.num_frames))
-    iterator = frames
-    if progress and len(frames) > 1:
+    results = workers.imap(frames, lambda frame: render_frame(device_scene, frame, backend, config, backgrounds))
+    if workers.is_main and progress and len(frames) > 1:
         from rich.progress import track
 
-        iterator = track(frames, description=f"render {scene.name}", transient=True)
+        results = track(results, total=len(frames), description=f"render {scene.name}", transient=True)
     written: List[str] = []
     schedules: List[Dict[str, Any]] = []
     movie: List[np.ndarray] = []
-    for frame in iterator:
-        viewmats, Ks = device_scene.frame_cameras(frame)
-        backgrounds = None
-        if background is not None:
-            backgrounds = torch.tensor(background, dtype=torch.float32, device="cuda")[None].repeat(viewmats.shape[0], 1)
-        extra = {"lpt_config": config} if backend == "lpt" else {}
-        colors, _, meta = gsplat.rasterization(
-            device_scene.means, device_scene.quats, device_scene.scales, device_scene.opacities, device_scene.colors,
-            viewmats, Ks, scene.width, scene.height, sh_degree=scene.sh_degree, packed=False,
-            backgrounds=backgrounds, backend=backend, **extra)
-        images = (colors[..., :3].clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()  # [C, H, W, 3]
+    for frame, (images, schedule) in results:  # rank 0 only: the others' iterator yields nothing
         for camera, image in enumerate(images):
-            name = f"frame_{frame:04d}.png" if len(images) == 1 else f"frame_{frame:04d}_cam{camera}.png"
-            imageio.imwrite(out_dir / name, image)
+            name = frame_file_name(frame, camera, len(images))
+            with replacing(out_dir / name) as temporary:
+                imageio.imwrite(temporary, image)
             written.append(str(out_dir / name))
         if video is not None:
             movie.append(_mosaic(images))
-        schedules.append({"frame": frame, **{key: _plain(value) for key, value in (meta.get("lpt") or {}).items()}})
+        schedules.append(schedule)
+    if not workers.is_main:
+        return {"images": [], "schedules": []}
     if video is not None:
-        if Path(video).suffix.lower() == ".gif":
-            imageio.mimsave(video, movie, duration=1000 / fps, loop=0)
-        else:
-            imageio.mimsave(video, movie, fps=fps)
+        write_video(video, movie, fps)
         written.append(str(video))
-    with open(out_dir / "render.json", "w") as handle:
-        json.dump({"scene": scene.summary(), "backend": backend, "mode": config.mode, "frames": schedules}, handle,
-                  indent=2)
+    write_json(out_dir / "render.json", {"scene": scene.summary(), "backend": backend, "mode": config.mode,
+                                         "processes": workers.world_size, "frames": schedules})
     return {"images": written, "schedules": schedules}
+
+
+def frame_file_name(frame: int, camera: int, cameras: int) -> str:
+    """frame_0007.png, or frame_0007_cam2.png when a frame has several cameras."""
+    return f"frame_{frame:04d}.png" if cameras == 1 else f"frame_{frame:04d}_cam{camera}.png"
+
+
+def output_names(scene) -> List[str]:
+    """Every file `render_scene` writes into its folder for this scene."""
+    return ["render.json"] + [frame_file_name(frame, camera, scene.cameras_per_frame)
+                              for frame in range(scene.num_frames) for camera in range(scene.cameras_per_frame)]
+
+
+def write_video(path: Path, frames: Sequence[np.ndarray], fps: int) -> None:
+    """A GIF or an MP4 (imageio-ffmpeg) of uint8 frames, written whole."""
+    import imageio.v2 as imageio
+
+    suffix = Path(path).suffix.lower()
+    with replacing(path) as temporary:
+        if suffix == ".gif":
+            imageio.mimsave(temporary, frames, duration=1000 / fps, loop=0)
+        else:
+            imageio.mimsave(temporary, frames, fps=fps)
 
 
 def _plain(value):

@@ -1,0 +1,108 @@
+"""One frame of a driving scene as drivestudio renders it: every node's Gaussians, colours, sky, affine.
+
+At render time every Gaussian node yields activated, world-space Gaussians for the current frame,
+colours are evaluated per node outside the rasterizer (SH per camera centre), and all nodes go into
+ONE `gsplat.rasterization` call with drivestudio's arguments (`RASTERIZE_KWARGS`); the sky fills
+`1 - alpha` and an optional affine colour transform follows (`composite_image`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .checkpoint import DrivingScene, NodeGaussians
+
+# The one rasterization call drivestudio makes per image (configs/omnire.yaml `render:` + trainers/base.py).
+RASTERIZE_KWARGS: Dict[str, Any] = dict(
+    packed=False, absgrad=True, rasterize_mode="classic", near_plane=0.1, far_plane=1e10,
+    render_mode="RGB+ED", radius_clip=0.0,
+)
+
+
+@dataclass
+class FrameGaussians:
+    """Everything one `rasterization` call needs for one frame and a batch of C cameras."""
+
+    means: Tensor  # [N, 3]
+    quats: Tensor  # [N, 4]
+    scales: Tensor  # [N, 3]
+    opacities: Tensor  # [N]
+    colors: Tensor  # [C, N, 3] per-view RGB (SH evaluated per camera centre)
+    node_counts: Dict[str, int]
+    visible_instances: int
+
+    @property
+    def count(self) -> int:
+        return int(self.means.shape[0])
+
+
+def evaluate_node_colors(gaussians: NodeGaussians, camera_centres: Tensor) -> Tensor:
+    """drivestudio's per-node colours: clamp(SH(deg, normalise(mean - cam centre)) + 0.5, 0, 1). [C, N, 3]"""
+    if gaussians.sh_degree == 0:  # drivestudio uses sigmoid(dc) for degree-0 nodes
+        return torch.sigmoid(gaussians.sh_coeffs[:, 0])[None].expand(camera_centres.shape[0], -1, -1)
+    if gaussians.means.is_cuda:
+        from gsplat.cuda._wrapper import spherical_harmonics
+    else:
+        from gsplat.cuda._torch_impl import _spherical_harmonics as spherical_harmonics
+    colors = []
+    for centre in camera_centres:  # one camera at a time keeps memory at [N, K, 3]
+        viewdirs = F.normalize(gaussians.means - centre, dim=-1)  # [N, 3]
+        colors.append(spherical_harmonics(gaussians.sh_degree, viewdirs, gaussians.sh_coeffs))
+    return torch.clamp(torch.stack(colors) + 0.5, 0.0, 1.0)  # [C, N, 3]
+
+
+@torch.no_grad()
+def compose_frame(scene: DrivingScene, frame: int, camtoworlds: Tensor) -> FrameGaussians:
+    """All nodes of `scene` at `frame`, concatenated in checkpoint order, coloured for each camera.
+
+    camtoworlds [C, 4, 4] (OpenCV axes); the colours are [C, N, 3], one SH evaluation per camera centre."""
+    camera_centres = camtoworlds[:, :3, 3]  # [C, 3]
+    parts = [node.at_frame(frame) for node in scene.nodes]
+    colors = [evaluate_node_colors(part, camera_centres) for part in parts]
+    return FrameGaussians(
+        means=torch.cat([p.means for p in parts]),
+        quats=torch.cat([p.quats for p in parts]),
+        scales=torch.cat([p.scales for p in parts]),
+        opacities=torch.cat([p.opacities for p in parts]),
+        colors=torch.cat(colors, dim=1),
+        node_counts={p.name: p.count for p in parts},
+        visible_instances=sum(node.visible_instances(frame) for node in scene.nodes),
+    )
+
+
+def sky_colors(scene: DrivingScene, camtoworlds: Tensor, Ks: Tensor, width: int, height: int) -> Optional[Tensor]:
+    """The scene's sky seen through every pixel of every camera ([C, H, W, 3]); None without a sky."""
+    if scene.sky is None:
+        return None
+    return scene.sky(pixel_viewdirs(camtoworlds, Ks, width, height))
+
+
+def pixel_viewdirs(camtoworlds: Tensor, Ks: Tensor, width: int, height: int) -> Tensor:
+    """World-space unit ray direction through each pixel centre. [C, 4, 4], [C, 3, 3] -> [C, H, W, 3]"""
+    device = camtoworlds.device
+    ys, xs = torch.meshgrid(torch.arange(height, device=device, dtype=torch.float32) + 0.5,
+                            torch.arange(width, device=device, dtype=torch.float32) + 0.5, indexing="ij")
+    fx, fy = Ks[:, 0, 0, None, None], Ks[:, 1, 1, None, None]
+    cx, cy = Ks[:, 0, 2, None, None], Ks[:, 1, 2, None, None]
+    camera_dirs = torch.stack([(xs - cx) / fx, (ys - cy) / fy, torch.ones_like(xs).expand_as(xs - cx)], -1)
+    world_dirs = torch.einsum("cij,chwj->chwi", camtoworlds[:, :3, :3], camera_dirs)  # [C, H, W, 3]
+    return F.normalize(world_dirs, dim=-1)
+
+
+def composite_image(render_colors: Tensor, render_alphas: Tensor, sky_rgb: Optional[Tensor] = None,
+                    affine: Optional[Tensor] = None) -> Tensor:
+    """drivestudio's final colour: clamp(rgb, max=1) + sky * (1 - alpha), then the affine transform.
+
+    render_colors [C, H, W, 4] (RGB+ED), render_alphas [C, H, W, 1], sky_rgb [C, H, W, 3] -> [C, H, W, 3]
+    """
+    rgb = torch.clamp(render_colors[..., :3], max=1.0)
+    if sky_rgb is not None:
+        rgb = rgb + sky_rgb * (1.0 - render_alphas)
+    if affine is not None:
+        rgb = rgb @ affine[:, :3].T + affine[:, 3]
+    return rgb
