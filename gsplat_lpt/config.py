@@ -43,7 +43,7 @@ class LPTConfig:
     max_chunked_tiles: int = 1024  # upper bound on h searched by "auto"
     max_chunks: int = 4096  # upper bound on h * k: the partial buffers never hold more chunks
     co_execute: bool = True  # run the chunk kernel on a side stream beside the LPT kernel
-    saturation_feedback: bool = True  # "auto": predict an item's cost from where it stopped last frame
+    saturation_feedback: bool = True  # predict an item's cost from where it stopped in the frame before
     cull: bool = True  # drop, per warp, the Gaussians that cannot reach alpha >= 1/255 there (exact)
     check_inputs: bool = False  # wait for the GPU after each call and raise on invalid offsets/ids at once
 

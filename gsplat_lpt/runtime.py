@@ -21,7 +21,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import torch
@@ -30,9 +30,6 @@ from torch import Tensor
 from . import constants, layouts
 from .errors import LPTInputError, LPTRuntimeError
 from .config import LPTConfig
-
-if TYPE_CHECKING:
-    from .variants import Variant
 
 ENV_SHARED_MEMORY_LIMIT = "GSPLAT_LPT_MAX_SHARED_MEMORY"  # bytes; to try the limits of smaller GPUs
 # Partial buffers "auto" starts with (4096 chunks of 256 RGB pixels); later frames grow them to what the
@@ -329,7 +326,7 @@ class Rasterizer:
     """Compiled kernels, K, the side stream and per-stream workspaces of one (device, variant, channels,
     tile size). Get one with `rasterizer_for`."""
 
-    def __init__(self, variant: "Variant", channels: int, tile_size: int, device_index: int):
+    def __init__(self, variant: "variants.Variant", channels: int, tile_size: int, device_index: int):
         self.variant = variant
         self.channels = channels
         self.tile_size = tile_size
@@ -413,8 +410,7 @@ class Rasterizer:
         elif plan_mode == "auto" and ws.chunk_units == 0:  # a first allocation of at most INITIAL_PARTIAL_BYTES
             ws.ensure_chunk_units(min(config.max_chunks, INITIAL_PARTIAL_BYTES // (4 * self.slot_floats * self.block)))
         capacity = 0 if plan_mode == "lpt" else ws.chunk_units
-        feedback = (plan_mode == "auto" and config.saturation_feedback
-                    and ws.history == intersections.history_key())
+        feedback = config.saturation_feedback and ws.history == intersections.history_key()
 
         p = ws.plan_args
         p.tile_offsets = _address(intersections.isect_offsets)
@@ -508,7 +504,7 @@ def reset_rasterizers() -> None:
         _rasterizers.clear()
 
 
-def rasterizer_for(variant: "Variant", channels: int, tile_size: int, device: torch.device) -> Rasterizer:
+def rasterizer_for(variant: "variants.Variant", channels: int, tile_size: int, device: torch.device) -> Rasterizer:
     """The cached Rasterizer of (device, variant, channels, tile size); compiled on first use."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     key = (index, variant.name, channels, tile_size)

@@ -20,7 +20,7 @@ import torch
 from ..config import LPTConfig
 from ..plan import estimated_cost
 
-CHUNK_COUNTS = (2, 4, 8, 16)
+CHUNK_COUNTS = LPTConfig().chunk_counts
 LAMBDA_GRID = (0.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0)
 BETA_GRID = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -88,17 +88,24 @@ def fit(frames: Sequence[FrameMeasurements], lambdas=LAMBDA_GRID, betas=BETA_GRI
 
 
 def measure_frame(name: str, frame, repeats: int = 11, max_height: int = 512) -> FrameMeasurements:
-    """Times LPT-only and every forced (h, k) of the grid on one frame (`frame`: frame.BlendInputs)."""
-    from ..plan import plan_frame
-    from ..runtime import concurrent_ctas
+    """Times LPT-only and every forced (h, k) of the grid on one frame (`frame`: frame.BlendInputs), after a
+    few frames that let the saturation feedback learn each item's stop depth, as "auto" would see them."""
+    from ..plan import lpt_order, predicted_costs, tile_workloads
+    from ..runtime import rasterizer_for
+    from ..variants import VARIANTS
     from .timing import median_ms, time_interleaved
 
     channels = frame.colors.shape[-1]
-    K = concurrent_ctas("3dgs", channels, frame.tile_size ** 2, frame.colors.device.index or 0)
-    plan = plan_frame(frame.isect_offsets, frame.flatten_ids.numel(), K, LPTConfig(mode="lpt"))
-    nonempty = int((plan.sorted_workloads > 0).sum())
+    rasterizer = rasterizer_for(VARIANTS["rasterize_to_pixels"], channels, frame.tile_size, frame.colors.device)
+    K = rasterizer.concurrent_ctas
+    for _ in range(3):
+        frame.blend("auto", LPTConfig(mode="auto"))
+    workspace = rasterizer.workspace(torch.cuda.current_stream(frame.colors.device))
+    workloads = tile_workloads(frame.isect_offsets, frame.flatten_ids.numel())
+    costs, _ = lpt_order(predicted_costs(workloads, workspace.item_depth[: workloads.numel()]))
+    nonempty = int((costs > 0).sum())
     heights = candidate_heights(nonempty, max_height)
-    head = plan.sorted_workloads[: (heights[-1] if heights else 0) + 1].tolist()
+    head = costs[: (heights[-1] if heights else 0) + 1].tolist()
     variants = {"lpt": lambda: frame.blend("lpt", LPTConfig(mode="lpt"))}
     for h, k in itertools.product(heights, CHUNK_COUNTS):
         # "fixed" takes ceil(rho * non-empty tiles): this rho gives exactly h
@@ -106,7 +113,7 @@ def measure_frame(name: str, frame, repeats: int = 11, max_height: int = 512) ->
         variants[f"{h},{k}"] = (lambda c=config: frame.blend("fixed", c))
     times = time_interleaved(variants, repeats=repeats)
     return FrameMeasurements(
-        name=name, sorted_head=head, total=frame.flatten_ids.numel(), concurrent_ctas=K,
+        name=name, sorted_head=head, total=int(costs.to(torch.int64).sum()), concurrent_ctas=K,
         lpt_ms=median_ms(times["lpt"]),
         schedule_ms={(h, k): median_ms(times[f"{h},{k}"]) for h, k in itertools.product(heights, CHUNK_COUNTS)},
     )

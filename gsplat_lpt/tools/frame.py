@@ -34,7 +34,7 @@ class BlendInputs:
     def blend(self, mode: str = "auto", config: Optional[LPTConfig] = None) -> Tuple[Tensor, Tensor]:
         """Alpha blending with gsplat's kernel (mode "vanilla") or ours."""
         from .. import hook
-        from ..rasterize import rasterize_to_pixels
+        from ..variants.gaussian3d import rasterize_to_pixels
 
         args = (self.means2d, self.conics, self.colors, self.opacities, self.width, self.height,
                 self.tile_size, self.isect_offsets, self.flatten_ids)
@@ -46,9 +46,10 @@ class BlendInputs:
         return rasterize_to_pixels(*args, backgrounds=self.backgrounds, config=config)
 
     def blend_with_stats(self, mode: str = "auto", config: Optional[LPTConfig] = None):
-        from ..rasterize import rasterize_to_pixels
+        """Our kernels (a mode of LPTConfig), with the schedule report: (colors, alphas, report)."""
+        from ..variants.gaussian3d import rasterize_to_pixels
 
-        config = (config or LPTConfig()).replace(mode=mode)
+        config = (config or LPTConfig(mode=mode)).replace(mode=mode)
         return rasterize_to_pixels(self.means2d, self.conics, self.colors, self.opacities, self.width,
                                    self.height, self.tile_size, self.isect_offsets, self.flatten_ids,
                                    backgrounds=self.backgrounds, config=config, return_stats=True)
