@@ -25,6 +25,8 @@ AUTOGRAD_NO_CHUNKING = "autograd: chunked tiles have no exact last_ids for gspla
 
 def as_size(name: str, value: Any) -> int:
     """A positive integer as gsplat accepts it (Python or NumPy integers, not bools)."""
+    if type(value) is int and value > 0:
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) <= 0:
         raise LPTInputError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
@@ -78,31 +80,34 @@ def pad_channels(colors: Tensor, backgrounds: Optional[Tensor]) -> Tuple[Tensor,
 
 
 def intersections(isect_offsets: Any, flatten_ids: Any, masks: Any, image_width: int, image_height: int,
-                  tile_size: int, num_gaussians: int) -> Intersections:
-    """The tile lists every variant shares, validated: [..., tile_height, tile_width] offsets covering the
-    image, 1-D flatten_ids, masks like the offsets."""
-    if tile_size > 32:
-        raise LPTInputError(f"tile_size={tile_size} needs {tile_size ** 2} threads per CTA; at most 32 is supported")
-    isect_offsets = require_tensor("isect_offsets", isect_offsets, torch.int32)
-    flatten_ids = require_tensor("flatten_ids", flatten_ids, torch.int32)
-    if isect_offsets.dim() < 3:
-        raise LPTInputError(f"isect_offsets must be [..., tile_height, tile_width] with image dims, "
-                            f"got {tuple(isect_offsets.shape)}")
-    if flatten_ids.dim() != 1:
-        raise LPTInputError(f"flatten_ids must be 1-D [n_isects], got shape {tuple(flatten_ids.shape)}")
-    tile_height, tile_width = isect_offsets.shape[-2:]
-    needed_width, needed_height = tiles_of(image_width, image_height, tile_size)
-    if tile_height < needed_height or tile_width < needed_width:
-        raise LPTInputError(f"isect_offsets covers {tile_height}x{tile_width} tiles of {tile_size} px, "
-                            f"smaller than the {image_height}x{image_width} image")
+                  tile_size: int, num_gaussians: int, checked: bool = False) -> Intersections:
+    """The tile lists every variant shares, validated (unless `checked`: the caller's fast path already did):
+    [..., tile_height, tile_width] offsets covering the image, 1-D flatten_ids, masks like the offsets."""
+    if not checked:
+        if tile_size > 32:
+            raise LPTInputError(f"tile_size={tile_size} needs {tile_size ** 2} threads per CTA; at most 32 is supported")
+        isect_offsets = require_tensor("isect_offsets", isect_offsets, torch.int32)
+        flatten_ids = require_tensor("flatten_ids", flatten_ids, torch.int32)
+        if isect_offsets.dim() < 3:
+            raise LPTInputError(f"isect_offsets must be [..., tile_height, tile_width] with image dims, "
+                                f"got {tuple(isect_offsets.shape)}")
+        if flatten_ids.dim() != 1:
+            raise LPTInputError(f"flatten_ids must be 1-D [n_isects], got shape {tuple(flatten_ids.shape)}")
+        tile_height, tile_width = isect_offsets.shape[-2:]
+        needed_width, needed_height = tiles_of(image_width, image_height, tile_size)
+        if tile_height < needed_height or tile_width < needed_width:
+            raise LPTInputError(f"isect_offsets covers {tile_height}x{tile_width} tiles of {tile_size} px, "
+                                f"smaller than the {image_height}x{image_width} image")
+        if masks is not None:
+            masks = require_tensor("masks", masks, torch.bool)
+            require_shape("masks", masks, tuple(isect_offsets.shape), "like isect_offsets")
+    shape = isect_offsets.shape
     if masks is not None:
-        masks = require_tensor("masks", masks, torch.bool)
-        require_shape("masks", masks, tuple(isect_offsets.shape), "like isect_offsets")
         masks = masks.contiguous().reshape(-1).view(torch.uint8)
     return Intersections(
         isect_offsets=isect_offsets.contiguous().reshape(-1), flatten_ids=flatten_ids.contiguous(), masks=masks,
-        num_images=math.prod(isect_offsets.shape[:-2]), image_width=image_width, image_height=image_height,
-        tile_size=tile_size, tile_width=tile_width, tile_height=tile_height, num_gaussians=num_gaussians)
+        num_images=math.prod(shape[:-2]), image_width=image_width, image_height=image_height,
+        tile_size=tile_size, tile_width=shape[-1], tile_height=shape[-2], num_gaussians=num_gaussians)
 
 
 def needs_grad(*tensors: Optional[Tensor]) -> bool:

@@ -42,6 +42,9 @@ _originals: Dict[str, Callable] = {}
 _fallback_warned: set = set()
 
 
+_DEFAULT_CONFIG = LPTConfig()  # frozen: one instance serves every call that gives none
+
+
 def _check_backend_name(backend: str) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"unknown gsplat backend {backend!r}; choose one of {BACKENDS}")
@@ -53,7 +56,7 @@ def resolve_backend(backend: Optional[str], config: Optional[LPTConfig]) -> Back
     if config is not None and not isinstance(config, LPTConfig):
         raise TypeError(f"lpt_config must be a gsplat_lpt.LPTConfig, got {type(config).__name__}")
     if backend is not None:
-        return BackendChoice(_check_backend_name(backend), config or LPTConfig())
+        return BackendChoice(_check_backend_name(backend), config or _DEFAULT_CONFIG)
     enclosing = _active_backend.get()
     if enclosing is not None:
         return BackendChoice(enclosing.name, config or enclosing.config)
@@ -75,7 +78,7 @@ def environment_backend(config: Optional[LPTConfig] = None) -> BackendChoice:
 @contextlib.contextmanager
 def use_backend(backend: str = "lpt", config: Optional[LPTConfig] = None) -> Iterator[BackendChoice]:
     """Render every gsplat call inside the block with `backend` (also calls made by code you cannot edit)."""
-    choice = BackendChoice(_check_backend_name(backend), config or LPTConfig())
+    choice = BackendChoice(_check_backend_name(backend), config or _DEFAULT_CONFIG)
     token = _active_backend.set(choice)
     try:
         yield choice

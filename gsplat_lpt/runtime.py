@@ -224,6 +224,7 @@ class Workspace:
         self.partials = torch.empty(0, dtype=torch.float32, device=device)
         self.status = MappedStatus(device.index)
         self.seen_frame = -1
+        self.chunking_recently = True  # until a finished frame says otherwise
         self.history: Optional[Tuple[int, ...]] = None  # geometry of the frame item_depth describes
         self.planned_frame = -1
         self.frame_args = layouts.FrameArgs()
@@ -387,6 +388,7 @@ class Rasterizer:
             return None
         status = ws.status.read()
         ws.seen_frame = status["frame_index"]
+        ws.chunking_recently = status["chunked_tiles"] > 0 or status["wanted_chunk_units"] > 0
         wanted = min(status["wanted_chunk_units"], config.max_chunks)
         if wanted > ws.chunk_units:
             ws.ensure_chunk_units(min(config.max_chunks, 1 << (wanted - 1).bit_length()))
@@ -404,12 +406,17 @@ class Rasterizer:
         num_items = intersections.num_items
         ws.ensure_items(num_items)
         ws.ensure_chunk_tiles(constants.HEAD_CAPACITY)
-        if plan_mode in ("chunk", "fixed"):  # comparison modes: room for every item
-            ws.ensure_chunk_tiles(num_items)
-            ws.ensure_chunk_units(num_items * config.chunk_count)
+        if plan_mode in ("chunk", "fixed"):  # comparison modes: room for every item they may chunk
+            tiles = num_items if plan_mode == "chunk" else min(num_items, math.ceil(config.heavy_ratio * num_items))
+            ws.ensure_chunk_tiles(tiles)
+            ws.ensure_chunk_units(tiles * config.chunk_count)
         elif plan_mode == "auto" and ws.chunk_units == 0:  # a first allocation of at most INITIAL_PARTIAL_BYTES
             ws.ensure_chunk_units(min(config.max_chunks, INITIAL_PARTIAL_BYTES // (4 * self.slot_floats * self.block)))
         capacity = 0 if plan_mode == "lpt" else ws.chunk_units
+        if plan_mode == "auto" and not ws.chunking_recently:
+            # The last finished frame neither chunked nor wanted to: skip the chunk kernel and its stream
+            # fork and join (the plan still says what it would want; the next call reads it back).
+            capacity = 0
         feedback = config.saturation_feedback and ws.history == intersections.history_key()
 
         p = ws.plan_args

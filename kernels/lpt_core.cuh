@@ -149,7 +149,7 @@ struct ColorAccumulator {
 #pragma unroll
         for (unsigned k = 0; k < CDIM; ++k)
             out.render_colors[slot.pixel * CDIM + k] = background == nullptr ? color[k] : (color[k] + T * background[k]);
-        out.last_ids[slot.pixel] = last_index;
+        if (out.last_ids != nullptr) out.last_ids[slot.pixel] = last_index;  // only the backward needs them
     }
 };
 

@@ -56,6 +56,19 @@ __device__ inline unsigned long long order_key(int cost, int item) {
 }
 __device__ inline int key_cost(unsigned long long key) { return 0x7fffffff - (int)(key >> 32); }
 
+// atomicAdd(counter + bucket, 1) for every active lane, one atomic per distinct bucket of the warp; returns
+// the lane's rank among all increments of its bucket (the old value plus its rank among its warp peers).
+__device__ inline int aggregated_increment(int* counter, int bucket) {
+    const unsigned active = __activemask();
+    const unsigned peers = __match_any_sync(active, bucket);
+    const int leader = __ffs(peers) - 1;
+    const int lane = (int)(threadIdx.x & 31);
+    int base = 0;
+    if (lane == leader) base = atomicAdd(counter + bucket, __popc(peers));
+    base = __shfl_sync(peers, base, leader);
+    return base + __popc(peers & ((1u << lane) - 1u));
+}
+
 // The usual last-CTA-finishes pattern: true in every thread of the last CTA of the grid to get here.
 __device__ inline bool last_to_arrive(int* arrivals, int* flag) {
     __threadfence();
@@ -64,6 +77,52 @@ __device__ inline bool last_to_arrive(int* arrivals, int* flag) {
     __syncthreads();
     if (*flag) __threadfence();
     return *flag;
+}
+
+// Ascending bitonic sort of `count` (a power of two >= 64) keys in shared memory by one CTA. Stages whose
+// partners are 64 or more apart exchange through shared memory (one barrier each); the stages within a
+// 64-key segment run in registers, one segment per warp at a time (lane holds keys lane and lane + 32;
+// partners within 32 are a shuffle away), with one barrier per sequence size.
+__device__ inline void bitonic_sort(unsigned long long* keys, int count) {
+    const int lane = (int)(threadIdx.x & 31), warp = (int)(threadIdx.x >> 5), warps = (int)(blockDim.x >> 5);
+    for (int size = 2; size <= count; size <<= 1) {
+        int stride = size >> 1;
+        for (; stride >= 64; stride >>= 1) {
+            for (int pair = (int)threadIdx.x; pair < (count >> 1); pair += (int)blockDim.x) {
+                const int low = 2 * pair - (pair & (stride - 1));
+                const int high = low + stride;
+                const unsigned long long a = keys[low], b = keys[high];
+                if ((a > b) == ((low & size) == 0)) {
+                    keys[low] = b;
+                    keys[high] = a;
+                }
+            }
+            __syncthreads();
+        }
+        for (int segment = warp; segment < (count >> 6); segment += warps) {
+            const int base = segment << 6;
+            unsigned long long x0 = keys[base + lane], x1 = keys[base + lane + 32];
+            for (int s = stride; s > 0; s >>= 1) {
+                if (s == 32) {  // partners: lane and lane + 32, both in this thread
+                    const bool ascending = ((base + lane) & size) == 0;
+                    const unsigned long long low = min(x0, x1), high = max(x0, x1);
+                    x0 = ascending ? low : high;
+                    x1 = ascending ? high : low;
+                } else {
+                    const bool lower = (lane & s) == 0;
+                    const unsigned long long y0 = __shfl_xor_sync(0xffffffffu, x0, s);
+                    const unsigned long long y1 = __shfl_xor_sync(0xffffffffu, x1, s);
+                    const bool ascending0 = ((base + lane) & size) == 0;
+                    const bool ascending1 = ((base + lane + 32) & size) == 0;
+                    x0 = (lower == ascending0) ? min(x0, y0) : max(x0, y0);
+                    x1 = (lower == ascending1) ? min(x1, y1) : max(x1, y1);
+                }
+            }
+            keys[base + lane] = x0;
+            keys[base + lane + 32] = x1;
+        }
+        __syncthreads();
+    }
 }
 
 struct Candidate {
@@ -211,7 +270,7 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_costs(const 
         int c = list_length;
         if (p.previous_depth != nullptr && c > 0) c = max(1, min(c, p.previous_depth[item]));
         p.costs[item] = c;
-        atomicAdd(histogram + lpt::cost_bucket(c), 1);
+        lpt::aggregated_increment(histogram, lpt::cost_bucket(c));
         length = (unsigned long long)list_length;
         cost = (unsigned long long)c;
     }
@@ -308,7 +367,7 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
     if (item < p.num_items) {
         cost = p.costs[item];
         bucket = lpt::cost_bucket(cost);
-        rank = atomicAdd(counts + bucket, 1);
+        rank = lpt::aggregated_increment(counts, bucket);
     }
     __syncthreads();
     for (int b = (int)threadIdx.x; b < LPT_BUCKET_COUNT; b += (int)blockDim.x)
@@ -324,26 +383,13 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
     const int nonempty = p.schedule[LPT_WORD_NONEMPTY_ITEMS];
     const bool invalid = (p.schedule[LPT_WORD_ERROR] & LPT_ERROR_OFFSETS) != 0;
     const int head = p.mode == LPT_MODE_LPT ? 0 : p.schedule[LPT_WORD_HEAD_COUNT];
-    if (head > 1) {  // bitonic sort of the head in shared memory, padded to a power of two
-        int padded = 2;
+    if (head > 1) {  // bitonic sort of the head, padded to a power of two (at least one 64-key segment)
+        int padded = 64;
         while (padded < head) padded <<= 1;
         for (int i = (int)threadIdx.x; i < padded; i += (int)blockDim.x)
             keys[i] = i < head ? lpt::order_key(__ldcg(p.sorted_costs + i), __ldcg(p.lpt_order + i)) : ~0ull;
         __syncthreads();
-        for (int size = 2; size <= padded; size <<= 1) {
-            for (int stride = size >> 1; stride > 0; stride >>= 1) {
-                for (int pair = (int)threadIdx.x; pair < (padded >> 1); pair += (int)blockDim.x) {
-                    const int low = 2 * pair - (pair & (stride - 1));
-                    const int high = low + stride;
-                    const unsigned long long a = keys[low], b = keys[high];
-                    if ((a > b) == ((low & size) == 0)) {
-                        keys[low] = b;
-                        keys[high] = a;
-                    }
-                }
-                __syncthreads();
-            }
-        }
+        lpt::bitonic_sort(keys, padded);
         for (int i = (int)threadIdx.x; i < head; i += (int)blockDim.x) {
             p.lpt_order[i] = (int)(keys[i] & 0xffffffffull);
             p.sorted_costs[i] = lpt::key_cost(keys[i]);

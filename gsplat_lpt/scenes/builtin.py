@@ -15,6 +15,8 @@ The ladder (imbalance = heaviest tile / (N_total / K) at K = 1056 = 132 SMs x 8 
     severe     1,052,672  38.7 39.9 40.8       denser, narrower haze behind a few tiles
     extreme    1,332,672  68.1 69.7 70.6       very dense haze behind a handful of tiles
     rig        1,400,301  8.36 8.43            two-way street, 6-camera car rig, 6 images per frame
+    foliage    1,032,672  46.6 47.4 48.0       street + dense opaque far structure: long lists, early saturation
+    mixed      1,082,672  29.2 29.8 30.1       street + faint haze (never saturates) + opaque far structure
 
 (`LADDER_IMBALANCE` holds these numbers; `gsplat-lpt analyze --scene NAME` recomputes them.)
 The street Gaussians thin out with distance as in a reconstruction from a drive, so the road and
@@ -23,7 +25,10 @@ comes from what driving reconstructions have near the vanishing point: many tiny
 stacked in depth behind a handful of tiles. They are faint enough (opacity just above gsplat's 1/255
 cut) that those tiles do not saturate (checked on the CPU with gsplat's per-pixel blending math:
 no pixel of the hottest tile of `moderate`..`extreme` reaches T < 1e-4; median T 0.23-0.9), so
-the blending kernel walks their whole list.
+the blending kernel walks their whole list. `foliage` and `mixed` add what driving scenes also have there:
+dense, fairly opaque far structure (vegetation, far blocks) stacked behind the same tiles. Those lists are
+as long, but a few layers cover the tile: the hottest tile of `foliage` holds 176,365 Gaussians and all its
+pixels saturate within the first 512 (same check), so list length overstates its cost several hundred times.
 """
 
 from __future__ import annotations
@@ -145,11 +150,11 @@ def _distant_haze(
     distance: Tuple[float, float], azimuth_sigma: float, elevation_sigma: float, elevation_mean: float,
     opacity: Tuple[float, float], pixel_size: float,
 ) -> None:
-    """Tiny faint Gaussians far along `heading`, within a narrow cone: the heavy tail at the vanishing point.
+    """Gaussians far along `heading`, within a narrow cone: the heavy tail at the vanishing point.
 
-    Positions are spread in depth (stacked behind the same few tiles); their size stays a fraction of
-    a pixel per metre of distance (`pixel_size` radians), and opacities sit just above 1/255 so the
-    stacked tiles do not saturate."""
+    Positions are spread in depth (stacked behind the same few tiles); their size is a fixed angle
+    (`pixel_size` radians). With opacities just above 1/255 (haze) the stacked tiles never saturate; with
+    opaque ones (far blocks) they saturate after a few layers."""
     if count <= 0:
         return
     eye_t = torch.as_tensor(eye, dtype=torch.float32)
@@ -188,6 +193,11 @@ class StreetRecipe:
     haze_azimuth_sigma: float = 0.02  # radians around the road axis
     haze_elevation_sigma: float = 0.01
     haze_opacity: Tuple[float, float] = (0.004, 0.0055)
+    blocks: int = 0  # dense opaque far structure (vegetation, far blocks): long lists that saturate early
+    blocks_distance: Tuple[float, float] = (150.0, 700.0)
+    blocks_azimuth_sigma: float = 0.012
+    blocks_elevation_sigma: float = 0.008
+    blocks_opacity: Tuple[float, float] = (0.35, 0.9)
     street_length: float = 220.0  # metres of road ahead of the first camera
     street_width: float = 12.0  # road, kerb to kerb
     facade_setback: float = 3.0  # sidewalk width
@@ -202,6 +212,10 @@ LADDER: Dict[str, StreetRecipe] = {
     "severe": StreetRecipe(haze=320_000, haze_azimuth_sigma=0.008, haze_elevation_sigma=0.006),
     "extreme": StreetRecipe(haze=600_000, haze_azimuth_sigma=0.006, haze_elevation_sigma=0.004),
     "rig": StreetRecipe(haze=600_000, haze_azimuth_sigma=0.008, haze_elevation_sigma=0.006, two_way=True),
+    # heavy tiles whose cost their list length overstates: they saturate after a small part of the list
+    "foliage": StreetRecipe(blocks=300_000),
+    "mixed": StreetRecipe(haze=200_000, haze_azimuth_sigma=0.012, haze_elevation_sigma=0.008, blocks=150_000,
+                          blocks_azimuth_sigma=0.02, blocks_elevation_sigma=0.01),
 }
 
 CAMERA_HEIGHT = 1.6
@@ -266,6 +280,12 @@ def _street_gaussians(recipe: StreetRecipe, gen: torch.Generator, scale: float) 
                       recipe.haze_distance, recipe.haze_azimuth_sigma, recipe.haze_elevation_sigma,
                       elevation_mean=2.0 * recipe.haze_elevation_sigma, opacity=recipe.haze_opacity,
                       pixel_size=4e-4)
+        # Dense, fairly opaque structure stacked at the same place: a few layers cover a tile, so its pixels
+        # saturate early although its list is long.
+        _distant_haze(parts, gen, n(recipe.blocks // len(headings)), (0.0, 0.0, CAMERA_HEIGHT), heading,
+                      recipe.blocks_distance, recipe.blocks_azimuth_sigma, recipe.blocks_elevation_sigma,
+                      elevation_mean=2.0 * recipe.blocks_elevation_sigma, opacity=recipe.blocks_opacity,
+                      pixel_size=2e-3)
     return parts
 
 
@@ -336,6 +356,8 @@ _DESCRIPTIONS = {
     "severe": "street canyon: denser, narrower haze stacked behind a few tiles",
     "extreme": "street canyon with very dense haze behind a handful of tiles",
     "rig": "the street seen by a 6-camera car rig (front, front sides, sides, back), one batch per frame",
+    "foliage": "street with dense opaque far structure (vegetation, far blocks): long lists that saturate early",
+    "mixed": "street with both: faint haze that never saturates and opaque far structure that saturates early",
 }
 
 # Measured on the CPU (gsplat_lpt.tools.analyze, K = 1056, 1920x1080, seed 0, scale 1): imbalance per frame.
@@ -347,12 +369,14 @@ LADDER_IMBALANCE: Dict[str, Tuple[float, ...]] = {
     "severe": (38.65, 39.89, 40.75),
     "extreme": (68.12, 69.67, 70.64),
     "rig": (8.36, 8.43),
+    "foliage": (46.56, 47.42, 47.95),
+    "mixed": (29.2, 29.78, 30.1),
 }
 
 
 def scene_names() -> List[str]:
     """Built-in scenes, from balanced to most imbalanced, then the multi-camera rig."""
-    return ["balanced", "mild", "moderate", "street", "severe", "extreme", "rig"]
+    return ["balanced", "mild", "moderate", "street", "severe", "extreme", "rig", "foliage", "mixed"]
 
 
 def default_frames(name: str) -> int:

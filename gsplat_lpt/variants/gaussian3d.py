@@ -74,12 +74,72 @@ def _check_image_dims(means2d: Tensor, isect_offsets: Tensor, backgrounds: Optio
             raise LPTInputError(f"backgrounds has shape {tuple(backgrounds.shape)}, expected {image_dims + (channels,)}")
 
 
+_F32, _I32, _BOOL = torch.float32, torch.int32, torch.bool
+_DEFAULT_CONFIG = LPTConfig()
+
+
+def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size, isect_offsets,
+                flatten_ids, packed):
+    """The usual call (unpacked, one CUDA device, gsplat's dtypes and shapes) checked in a few operations:
+    (rows, channels, device), or None to let the full validation say what is wrong."""
+    try:
+        if packed or not (type(width) is int and type(height) is int and type(tile_size) is int
+                          and width > 0 and height > 0 and 0 < tile_size <= 32):
+            return None
+        if not (means2d.dtype is _F32 and conics.dtype is _F32 and colors.dtype is _F32 and opacities.dtype is _F32
+                and isect_offsets.dtype is _I32 and flatten_ids.dtype is _I32):
+            return None
+        device = means2d.device
+        if not (device.type == "cuda" and conics.device == device and colors.device == device
+                and opacities.device == device and isect_offsets.device == device and flatten_ids.device == device):
+            return None
+        shape, offsets_shape, channels = means2d.shape, isect_offsets.shape, colors.shape[-1]
+        dims, n = shape[:-2], shape[-2]
+        if not (len(shape) >= 3 and shape[-1] == 2 and conics.shape == (*dims, n, 3)
+                and colors.shape == (*dims, n, channels) and opacities.shape == (*dims, n)
+                and offsets_shape[:-2] == dims and len(offsets_shape) == len(dims) + 2 and flatten_ids.dim() == 1
+                and 0 < channels <= frontend.GSPLAT_CHANNELS[-1]
+                and offsets_shape[-2] * tile_size >= height and offsets_shape[-1] * tile_size >= width):
+            return None
+        if backgrounds is not None and not (backgrounds.dtype is _F32 and backgrounds.device == device
+                                            and backgrounds.shape == (*dims, channels)):
+            return None
+        if masks is not None and not (masks.dtype is _BOOL and masks.device == device and masks.shape == offsets_shape):
+            return None
+        return means2d.numel() // 2, channels, device
+    except (AttributeError, TypeError):  # not tensors: the full validation names them
+        return None
+
+
 class Frame3DGS:
     """One call's validated, contiguous, padded tensors; `render` plans and runs them (the low-level entry
     that tests and tools use to get last_ids and the plan too)."""
 
     def __init__(self, means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size,
                  isect_offsets, flatten_ids, packed):
+        usual = _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size,
+                            isect_offsets, flatten_ids, packed)
+        if usual is not None:
+            rows, channels, self.device = usual
+            self.inter = frontend.intersections(isect_offsets, flatten_ids, masks, width, height, tile_size, rows,
+                                                checked=True)
+        else:
+            self._validate(means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size,
+                           isect_offsets, flatten_ids, packed)
+        self.image_dims = tuple(isect_offsets.shape[:-2])
+        if colors.shape[-1] not in frontend.GSPLAT_CHANNELS:
+            colors, backgrounds, self.padding = frontend.pad_channels(colors, backgrounds)
+        else:
+            self.padding = 0
+        self.means2d, self.conics = means2d.contiguous(), conics.contiguous()
+        self.colors, self.opacities = colors.contiguous(), opacities.contiguous()
+        self.backgrounds = None if backgrounds is None else backgrounds.contiguous()
+        self.masks = masks
+        self.channels = self.colors.shape[-1]
+
+    def _validate(self, means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size,
+                  isect_offsets, flatten_ids, packed):
+        """Every check, each error naming its argument (the device check last)."""
         width = frontend.as_size("image_width", width)
         height = frontend.as_size("image_height", height)
         tile_size = frontend.as_size("tile_size", tile_size)
@@ -94,28 +154,30 @@ class Frame3DGS:
             [("means2d", means2d), ("conics", conics), ("colors", colors), ("opacities", opacities),
              ("isect_offsets", isect_offsets), ("flatten_ids", flatten_ids), ("backgrounds", backgrounds),
              ("masks", masks)])
-        self.image_dims = tuple(isect_offsets.shape[:-2])
-        colors, backgrounds, self.padding = frontend.pad_channels(colors, backgrounds)
-        self.means2d, self.conics = means2d.contiguous(), conics.contiguous()
-        self.colors, self.opacities = colors.contiguous(), opacities.contiguous()
-        self.backgrounds = None if backgrounds is None else backgrounds.contiguous()
-        self.masks = masks
-        self.channels = self.colors.shape[-1]
 
-    def render(self, config: LPTConfig, chunking_allowed: bool = True, reason: Optional[str] = None):
-        """(render_colors, render_alphas, last_ids, plan) with gsplat's shapes (padded channels)."""
+    def render(self, config: LPTConfig, chunking_allowed: bool = True, reason: Optional[str] = None,
+               with_last_ids: bool = True):
+        """(render_colors, render_alphas, last_ids, plan) with gsplat's shapes (padded channels). Without
+        last_ids (inference: nothing needs them) colours and alphas share one allocation and last_ids is None."""
         inter, dims = self.inter, self.image_dims
-        H, W = inter.image_height, inter.image_width
-        render_colors = torch.empty(dims + (H, W, self.channels), dtype=torch.float32, device=self.device)
-        render_alphas = torch.empty(dims + (H, W, 1), dtype=torch.float32, device=self.device)
-        last_ids = torch.empty(dims + (H, W), dtype=torch.int32, device=self.device)
+        H, W, C = inter.image_height, inter.image_width, self.channels
+        if with_last_ids:
+            render_colors = torch.empty(dims + (H, W, C), dtype=torch.float32, device=self.device)
+            render_alphas = torch.empty(dims + (H, W, 1), dtype=torch.float32, device=self.device)
+            last_ids = torch.empty(dims + (H, W), dtype=torch.int32, device=self.device)
+        else:
+            pixels = inter.num_images * H * W
+            both = torch.empty(pixels * (C + 1), dtype=torch.float32, device=self.device)
+            render_colors = both[: pixels * C].view(dims + (H, W, C))
+            render_alphas = both[pixels * C:].view(dims + (H, W, 1))
+            last_ids = None
         if inter.num_images == 0:  # nothing to launch
             return render_colors, render_alphas, last_ids, None
         params = Params3DGS(self.means2d.data_ptr(), self.conics.data_ptr(), self.opacities.data_ptr(),
                             self.colors.data_ptr(), 0 if self.backgrounds is None else self.backgrounds.data_ptr())
-        outputs = Outputs3DGS(render_colors.data_ptr(), render_alphas.data_ptr(), last_ids.data_ptr())
-        plan = frontend.render(VARIANT, inter, params, outputs, self.channels, self.device, config, chunking_allowed,
-                               reason)
+        outputs = Outputs3DGS(render_colors.data_ptr(), render_alphas.data_ptr(),
+                              0 if last_ids is None else last_ids.data_ptr())
+        plan = frontend.render(VARIANT, inter, params, outputs, C, self.device, config, chunking_allowed, reason)
         return render_colors, render_alphas, last_ids, plan
 
 
@@ -158,7 +220,7 @@ def rasterize_with_plan(
     config: Optional[LPTConfig] = None,
 ) -> Tuple[Tensor, Tensor, Optional[FramePlan]]:
     """gsplat's rasterize_to_pixels on our kernels: (render_colors, render_alphas, plan)."""
-    config = config or LPTConfig()
+    config = config or _DEFAULT_CONFIG
     if not isinstance(config, LPTConfig):
         raise TypeError(f"config must be a gsplat_lpt.LPTConfig, got {type(config).__name__}")
     frame = Frame3DGS(means2d, conics, colors, opacities, backgrounds, masks, image_width, image_height, tile_size,
@@ -173,7 +235,7 @@ def rasterize_with_plan(
         plan = holder[0]
     else:  # inference: no autograd bookkeeping on the per-frame path
         allowed, reason = frontend.chunking_rule(VARIANT, config, False)
-        render_colors, render_alphas, _, plan = frame.render(config, allowed, reason)
+        render_colors, render_alphas, _, plan = frame.render(config, allowed, reason, with_last_ids=False)
     if frame.padding > 0:
         render_colors = render_colors[..., : -frame.padding]
     return render_colors, render_alphas, plan
@@ -186,7 +248,7 @@ def rasterize_to_pixels(*args, config: Optional[LPTConfig] = None, return_stats:
     (the mapping `meta["lpt"]` holds) when `return_stats` is True."""
     render_colors, render_alphas, plan = rasterize_with_plan(*args, config=config, **kwargs)
     if return_stats:
-        report = plan.report() if plan is not None else dict(frontend.empty_report(VARIANT, config or LPTConfig(),
+        report = plan.report() if plan is not None else dict(frontend.empty_report(VARIANT, config or _DEFAULT_CONFIG,
                                                                                     "no images"))
         return render_colors, render_alphas, report
     return render_colors, render_alphas

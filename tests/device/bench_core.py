@@ -196,7 +196,7 @@ def measure(name, frame, repeats, fixed_grid):
         configs["lpt-nocull"] = LPTConfig(mode="lpt", cull=False)
         configs["auto-nofeedback"] = LPTConfig(mode="auto", saturation_feedback=False)
     grid_k = (4, 8, 16, 32, 64) if NEW_CORE else (4, 8, 16)
-    if fixed_grid:
+    if fixed_grid and name.startswith("ladder:") and "balanced" not in name:
         for rho in (0.001, 0.005, 0.02, 0.05):
             for k in grid_k:
                 configs[f"fixed({rho},{k})"] = LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
@@ -216,7 +216,7 @@ def measure(name, frame, repeats, fixed_grid):
         if label == "lpt":
             row["imbalance"] = stats["imbalance"]
             row["K"] = stats["concurrent_ctas"]
-    if fixed_grid:
+    if any(label.startswith("fixed") for label in configs):
         best = min((label for label in configs if label.startswith("fixed")), key=lambda label: ms[label])
         row["best_fixed"] = {"name": best, "ms": ms[best]}
     row["host_us"] = {"vanilla": host_us(variants["vanilla"]), "lpt": host_us(variants["lpt"]),
@@ -237,7 +237,7 @@ def main() -> None:
     parser.add_argument("--tag", default="new" if NEW_CORE else "baseline")
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--ladder", nargs="*", default=["balanced", "mild", "moderate", "street", "severe", "extreme",
-                                                         "rig"])
+                                                         "rig", "foliage", "mixed"])
     parser.add_argument("--real", nargs="*", default=["bonsai", "garden"])
     parser.add_argument("--fixed-grid", action="store_true")
     args = parser.parse_args()
