@@ -35,13 +35,14 @@ SCHEDULE_WORDS = (
     "max_cost",  # largest predicted item cost (N_1 without saturation feedback)
     "max_cost_scratch",  # scratch of the plan's CTAs, moved to "max_cost" by the last one
     "finished_kernels",  # blending kernels of the frame that have finished (the last writes the status)
+    "plan_mode",  # PLAN_MODES value the frame was planned in
 )
 SCHEDULE = {name: index for index, name in enumerate(SCHEDULE_WORDS)}
 SCHEDULE_SIZE = 16  # words allocated (>= len(SCHEDULE_WORDS))
 
 # Words the persistent kernel copies to mapped host memory when a frame ends, read by the next call
 # without waiting for the GPU: capacity growth and deferred input errors.
-STATUS_WORDS = ("frame_index", "error", "wanted_chunk_units", "chunked_tiles", "chunk_count")
+STATUS_WORDS = ("frame_index", "error", "wanted_chunk_units", "chunked_tiles", "chunk_count", "plan_mode")
 STATUS = {name: index for index, name in enumerate(STATUS_WORDS)}
 
 # Error bits, set on the GPU, reported by the host (gsplat_lpt.frontend.LPTInputError).

@@ -188,8 +188,11 @@ def plan_schedule(isect_offsets: Tensor, n_isects: int, concurrent_ctas: int, co
     if error or mode == "lpt":
         choice = ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
     elif mode == "auto":
-        choice = choose_chunking(sorted_costs[: head + 1], float(total_cost), K, config, head=head, nonempty=nonempty,
-                                 capacity=capacity)
+        if float(total_cost) / K > (1.0 - config.min_gain) * lpt_cost:  # nothing can be worth it (the GPU skips)
+            choice = ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
+        else:
+            choice = choose_chunking(sorted_costs[: head + 1], float(total_cost), K, config, head=head,
+                                     nonempty=nonempty, capacity=capacity)
     else:  # "chunk" / "fixed": h and k given
         h = nonempty if mode == "chunk" else min(nonempty, math.ceil(config.heavy_ratio * nonempty))
         k = config.chunk_count

@@ -120,8 +120,9 @@ def shared_memory_limit(device_index: int) -> int:
 
 
 def blend_shared_bytes(staged_bytes: int, block: int) -> int:
-    """lpt::SharedBatch<V>::bytes: one batch of staged Gaussians, their (id, list position), a list per warp."""
-    return constants.MAX_BATCH * (staged_bytes + 8) + ((block + 31) // 32) * constants.MAX_BATCH
+    """lpt::SharedBatch<V>::bytes: one batch of staged Gaussians, their (id, list position) and reachable warps,
+    and a list per warp."""
+    return constants.MAX_BATCH * (staged_bytes + 12) + ((block + 31) // 32) * constants.MAX_BATCH
 
 
 def _launch(function: int, grid: int, block: int, shared: int, stream: int, arguments: ctypes.Array) -> None:
@@ -388,7 +389,8 @@ class Rasterizer:
             return None
         status = ws.status.read()
         ws.seen_frame = status["frame_index"]
-        ws.chunking_recently = status["chunked_tiles"] > 0 or status["wanted_chunk_units"] > 0
+        if status["plan_mode"] == constants.PLAN_MODES["auto"]:  # (other modes say nothing of what auto wants)
+            ws.chunking_recently = status["chunked_tiles"] > 0 or status["wanted_chunk_units"] > 0
         wanted = min(status["wanted_chunk_units"], config.max_chunks)
         if wanted > ws.chunk_units:
             ws.ensure_chunk_units(min(config.max_chunks, 1 << (wanted - 1).bit_length()))

@@ -180,21 +180,23 @@ struct PixelBlend {
 };
 
 // Dynamic shared memory of a blending CTA: one batch of staged Gaussians, their (Gaussian id, list
-// position), and one list per warp of the staged Gaussians that can reach its pixels.
+// position), the warps each can reach, and one list per warp of those that can reach its pixels.
 // Mirrored by gsplat_lpt.runtime.blend_shared_bytes; checked against %dynamic_smem_size at launch.
 template <class V>
 struct SharedBatch {
     typename V::Staged* staged;  // [kMaxBatch]
     int2* entries;               // [kMaxBatch]
-    unsigned char* lists;        // [32][kMaxBatch]: per warp, indices into the batch
+    unsigned* reach;             // [kMaxBatch]: bit w set where the Gaussian may reach warp w's pixels
+    unsigned char* lists;        // [warps][kMaxBatch]: per warp, indices into the batch
 
     static __device__ unsigned bytes(unsigned block) {
-        return kMaxBatch * ((unsigned)sizeof(typename V::Staged) + 8u) + ((block + 31u) >> 5) * kMaxBatch;
+        return kMaxBatch * ((unsigned)sizeof(typename V::Staged) + 12u) + ((block + 31u) >> 5) * kMaxBatch;
     }
     __device__ explicit SharedBatch(unsigned char* shared)
         : staged(reinterpret_cast<typename V::Staged*>(shared)),
           entries(reinterpret_cast<int2*>(shared + kMaxBatch * sizeof(typename V::Staged))),
-          lists(shared + kMaxBatch * (sizeof(typename V::Staged) + 8)) {}
+          reach(reinterpret_cast<unsigned*>(shared + kMaxBatch * (sizeof(typename V::Staged) + 8))),
+          lists(shared + kMaxBatch * (sizeof(typename V::Staged) + 12)) {}
 };
 
 __device__ inline unsigned dynamic_shared_bytes() {
@@ -213,25 +215,27 @@ __device__ inline void item_range(const FrameArgs& f, int item, int& start, int&
 }
 
 // gsplat's forward loop over flatten_ids[range_start, range_end) for one tile: batches of Gaussians staged
-// in shared memory, each pixel front to back until it saturates. With culling, each warp first lists the
-// staged Gaussians that can reach alpha >= 1/255 at one of its pixel centres (V::may_contribute, a
-// conservative bound) and walks only those: a Gaussian left out would have been skipped by every one of
-// its pixels, so colours, alphas and last_ids are gsplat's bit for bit. With a saturation_flag (depth
-// chunks) the CTA also stops once an earlier chunk of the same item has saturated all its pixels (checked
-// once per batch). Returns true when stopped by that flag; stop_position is where the CTA stopped.
+// in shared memory, each pixel front to back until it saturates. With culling, the thread that stages a
+// Gaussian also marks the warps whose pixel centres it may reach with alpha >= 1/255 (V::may_contribute,
+// a conservative bound); a warp skips the others, which every one of its pixels would have skipped: colours,
+// alphas and last_ids stay gsplat's bit for bit. When at least half the batch reaches at most half the
+// warps, each warp walks a compacted list of its Gaussians; otherwise it walks the batch as gsplat does (a
+// list costs more than it saves when little is culled). With a saturation_flag (depth chunks) the CTA also
+// stops once an earlier chunk of the same item has saturated all its pixels (checked once per batch).
+// Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids.
 template <class V, unsigned CDIM>
 __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params, const SharedBatch<V>& batch,
                             int range_start, int range_end, const typename V::Pixel& pixel_ctx, const PixelSlot& slot,
                             PixelBlend<V, CDIM>& pixel, const int* saturation_flag, int chunk_index, int& stop_position) {
     const unsigned block = blockDim.x;
     const unsigned thread = threadIdx.x;
+    const unsigned warps = (block + 31u) >> 5;
     const unsigned warp = thread >> 5, lane = thread & 31u;
     const unsigned warp_lanes = min(32u, block - (warp << 5));
     const unsigned warp_mask = warp_lanes == 32u ? 0xffffffffu : ((1u << warp_lanes) - 1u);
     const unsigned lanes_below = (1u << lane) - 1u;
     const int batch_capacity = (int)min(block, kMaxBatch);
     const bool cull = V::kHasCullBound && f.cull != 0;
-    const PixelBox box = warp_box(f, slot, warp, block);
     unsigned char* list = batch.lists + warp * kMaxBatch;
 
     for (int batch_start = range_start; batch_start < range_end; batch_start += batch_capacity) {
@@ -249,6 +253,7 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
             }
         }
         const int count = min(batch_capacity, range_end - batch_start);
+        bool mostly_culled = false;
         if ((int)thread < count) {
             const int position = batch_start + (int)thread;
             const int g = f.flatten_ids[position];
@@ -259,15 +264,22 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
                 atomicOr(f.schedule + LPT_WORD_ERROR, LPT_ERROR_FLATTEN_IDS);
             }
             batch.entries[thread] = make_int2(g, position);
+            if (cull) {
+                unsigned reach = 0u;
+                for (unsigned w = 0; w < warps; ++w)
+                    if (V::may_contribute(batch.staged[thread], warp_box(f, slot, w, block))) reach |= 1u << w;
+                batch.reach[thread] = reach;
+                mostly_culled = 2u * (unsigned)__popc(reach) <= warps;
+            }
         }
-        __syncthreads();
+        const bool use_lists = 2 * __syncthreads_count(mostly_culled) >= count && cull;
 
-        if (cull) {
+        if (use_lists) {
             if (__all_sync(warp_mask, pixel.done)) continue;
             int listed = 0;
             for (int base = 0; base < count; base += 32) {
                 const int j = base + (int)lane;
-                const bool keep = j < count && V::may_contribute(batch.staged[j], box);
+                const bool keep = j < count && ((batch.reach[j] >> warp) & 1u);
                 const unsigned ballot = __ballot_sync(warp_mask, keep);
                 if (keep) list[listed + __popc(ballot & lanes_below)] = (unsigned char)j;
                 listed += __popc(ballot);
@@ -326,6 +338,7 @@ __device__ inline void leave_queue(const FrameArgs& f, int counter_word, int exi
         status[LPT_STATUS_WANTED_CHUNK_UNITS] = f.schedule[LPT_WORD_WANTED_CHUNK_UNITS];
         status[LPT_STATUS_CHUNKED_TILES] = f.schedule[LPT_WORD_CHUNKED_TILES];
         status[LPT_STATUS_CHUNK_COUNT] = f.schedule[LPT_WORD_CHUNK_COUNT];
+        status[LPT_STATUS_PLAN_MODE] = f.schedule[LPT_WORD_PLAN_MODE];
         __threadfence_system();
         status[LPT_STATUS_FRAME_INDEX] = f.frame_index;
     }

@@ -234,6 +234,7 @@ __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* hea
         p.chunk_depth[i] = 0x7fffffff;
     }
     if (threadIdx.x == 0) {
+        p.schedule[LPT_WORD_PLAN_MODE] = p.mode;
         p.schedule[LPT_WORD_CHUNKED_TILES] = h;
         p.schedule[LPT_WORD_CHUNK_COUNT] = k;
         p.schedule[LPT_WORD_WANTED_CHUNK_UNITS] = chosen[2];
@@ -382,7 +383,14 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
 
     const int nonempty = p.schedule[LPT_WORD_NONEMPTY_ITEMS];
     const bool invalid = (p.schedule[LPT_WORD_ERROR] & LPT_ERROR_OFFSETS) != 0;
-    const int head = p.mode == LPT_MODE_LPT ? 0 : p.schedule[LPT_WORD_HEAD_COUNT];
+    const double total = (double)__ldcg(p.total + 1);
+    const double n1 = (double)p.schedule[LPT_WORD_MAX_COST];
+    // Eq. (6) never drops below N_total / K: when that alone is within min_gain of LPT-only, no (h, k) can
+    // be worth it, and the auto policy needs neither the exact head nor the search (a balanced frame).
+    const double lpt_cost = lpt::modelled_cost(p, total, n1, 0.0, 0, 1);
+    const bool hopeless = p.mode == LPT_MODE_AUTO &&
+                          __ddiv_rn(total, (double)p.concurrent_ctas) > __dmul_rn(1.0 - p.min_gain, lpt_cost);
+    const int head = (p.mode == LPT_MODE_LPT || hopeless) ? 0 : p.schedule[LPT_WORD_HEAD_COUNT];
     if (head > 1) {  // bitonic sort of the head, padded to a power of two (at least one 64-key segment)
         int padded = 64;
         while (padded < head) padded <<= 1;
@@ -399,8 +407,6 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
         keys[0] = lpt::order_key(__ldcg(p.sorted_costs), __ldcg(p.lpt_order));
     }
     __syncthreads();
-    const double total = (double)__ldcg(p.total + 1);
-    const double n1 = (double)p.schedule[LPT_WORD_MAX_COST];
-    lpt::choose_schedule(p, keys, head, nonempty, total, n1, invalid);
+    lpt::choose_schedule(p, keys, head, nonempty, total, n1, invalid || hopeless);
     if (threadIdx.x == 0) p.schedule[LPT_WORD_PLAN_ARRIVALS] = 0;
 }

@@ -70,8 +70,11 @@ def test_plan_kernels_match_the_torch_oracle(seed):
             assert schedule[constants.SCHEDULE["head_count"]] == oracle.head
             assert schedule[constants.SCHEDULE["wanted_chunk_units"]] == oracle.choice.wanted_chunk_units
             assert report["predicted_cost"] == oracle.choice.predicted_cost  # same float64 operations
-            head = oracle.head
-            assert torch.equal(ws.lpt_order[:head].cpu().long(), oracle.lpt_order[:head])  # exact head order
+            K = rasterizer.concurrent_ctas
+            hopeless = oracle.total_cost / K > (1 - mode_config.min_gain) * oracle.choice.predicted_cost_lpt
+            if not hopeless:  # the policy searched: the head is sorted exactly
+                head = oracle.head
+                assert torch.equal(ws.lpt_order[:head].cpu().long(), oracle.lpt_order[:head])
         assert report["predicted_cost_lpt"] == pytest.approx(oracle.choice.predicted_cost_lpt, rel=1e-12)
         # every item exactly once; costs in bucket order (exact within the head)
         order = ws.lpt_order[:n].cpu().long()

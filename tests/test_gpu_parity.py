@@ -49,7 +49,7 @@ def random_gaussians(n, seed, device="cuda", cluster=0):
         means = torch.cat([means, spot + torch.stack([torch.zeros(cluster), torch.zeros(cluster), depth], -1)
                            + torch.randn(cluster, 3, generator=g) * 0.003])
         # faint: tiny and semi-transparent; opaque: wide enough to cover whole tiles, so they saturate early
-        scales = torch.cat([scales, torch.full((cluster, 3), 0.05 if opaque else 0.004)])
+        scales = torch.cat([scales, torch.full((cluster, 3), 0.3 if opaque else 0.004)])
         # semi-transparent: long tails that never saturate; or opaque: saturates within a few hundred
         opacities = torch.cat([opacities, torch.full((cluster,), 0.9 if opaque else 0.08)])
     quats = torch.randn(means.shape[0], 4, generator=g)
