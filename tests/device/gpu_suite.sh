@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-grid] [calibrate] [cli-bench] [omnire] [multi-gpu] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-grid] [baseline] [calibrate] [cli-bench] [omnire] [multi-gpu] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -15,7 +15,7 @@ for stage in $stages; do
   start=$(date +%s)
   case $stage in
     tests)
-      python3 -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.log" 2>&1
+      python3 -m pytest -q -m gpu tests -p no:cacheprovider ${PYTEST_ARGS:-} > "$OUT/pytest_gpu.log" 2>&1
       summary+=("gpu tests: $(tail -1 "$OUT/pytest_gpu.log")")
       grep -E "^(FAILED|ERROR)" "$OUT/pytest_gpu.log" | head -20
       ;;
@@ -26,12 +26,19 @@ for stage in $stages; do
       done
       ;;
     bench)
-      python3 tests/device/bench_core.py --out "$OUT" > "$OUT/bench_core.log" 2>&1
-      tail -9 "$OUT/bench_core.log"
+      python3 tests/device/bench_core.py --out "$OUT" ${BENCH_ARGS:-} > "$OUT/bench_core.log" 2>&1
+      grep "^\[new\]" "$OUT/bench_core.log" || tail -5 "$OUT/bench_core.log"
       ;;
     bench-grid)
-      python3 tests/device/bench_core.py --out "$OUT" --fixed-grid > "$OUT/bench_core.log" 2>&1
-      tail -9 "$OUT/bench_core.log"
+      python3 tests/device/bench_core.py --out "$OUT" --fixed-grid ${BENCH_ARGS:-} > "$OUT/bench_core.log" 2>&1
+      grep "^\[new\]" "$OUT/bench_core.log" || tail -5 "$OUT/bench_core.log"
+      ;;
+    baseline)
+      # the same benchmark on an earlier checkout copied into .baseline/ (git archive REV gsplat_lpt kernels |
+      # tar -x -C .baseline), side by side with this one
+      PYTHONPATH=$PWD/.baseline:${PYTHONPATH:-} python3 tests/device/bench_core.py --out "$OUT" --tag baseline \
+        ${BENCH_ARGS:-} > "$OUT/bench_baseline.log" 2>&1
+      grep "^\[baseline\]" "$OUT/bench_baseline.log" || tail -5 "$OUT/bench_baseline.log"
       ;;
     calibrate)
       python3 -m gsplat_lpt calibrate --scene ladder --frames 1 --out "$OUT/calibration" > "$OUT/calibrate.log" 2>&1
