@@ -1,0 +1,94 @@
+"""SM activity of gsplat's blending kernel and of ours per frame, read with Nsight Compute.
+
+    ncu --clock-control none --profile-from-start off --csv --page raw \
+        --metrics sm__cycles_active.avg,sm__cycles_elapsed.avg,gpu__time_duration.sum \
+        python3 tests/device/sm_activity.py > ncu.csv            # the script prints its windows to stderr
+    python3 tests/device/sm_activity.py --summarize ncu.csv windows.txt
+
+Each measured call (gsplat's `rasterize_to_pixels`, or ours in `auto` after warm-up frames) runs between
+cudaProfilerStart/Stop, so only its kernels are profiled. Nsight Compute replays kernels one at a time:
+the chunk kernel and the LPT kernel, which co-execute in a real frame, are measured apart, and a frame's SM
+activity is their time-weighted mean (sum of active SM cycles over sum of elapsed cycles), which is what a
+serial schedule of the two would show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def run(frames) -> None:
+    import gsplat_lpt
+    from bench_core import bonsai_frame, ladder_frames
+    from gsplat_lpt import LPTConfig
+    from gsplat_lpt.hook import original
+
+    gsplat_blend = original("rasterize_to_pixels")
+    all_frames = list(ladder_frames([f for f in frames if f not in ("bonsai",)]))
+    if "bonsai" in frames:
+        all_frames.append(bonsai_frame())
+    for name, frame in all_frames:
+        calls = {"vanilla": lambda: gsplat_blend(**frame),
+                 "auto": lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="auto")),
+                 "lpt": lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="lpt"))}
+        for mode, call in calls.items():
+            for _ in range(4):  # warm-up: compiled kernels, grown buffers, saturation feedback
+                call()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.start()
+            call()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+            print(f"{name}\t{mode}", file=sys.stderr, flush=True)
+
+
+def summarize(csv_path: Path, windows_path: Path) -> None:
+    windows = [line.split("\t") for line in windows_path.read_text().splitlines() if "\t" in line]
+    rows = [row for row in csv.DictReader(line for line in csv_path.read_text().splitlines() if line.startswith('"'))
+            if row.get("Kernel Name") and row.get("sm__cycles_active.avg") not in (None, "", "cycle")]
+    kernels = []
+    for row in rows:
+        name = row["Kernel Name"]
+        active = float(row["sm__cycles_active.avg"].replace(",", ""))
+        elapsed = float(row["sm__cycles_elapsed.avg"].replace(",", ""))
+        duration = float(row["gpu__time_duration.sum"].replace(",", ""))
+        kernels.append((name, active, elapsed, duration))
+    # split the kernel sequence into the windows: gsplat's call is one kernel; ours starts with plan_costs
+    groups, current = [], []
+    for kernel in kernels:
+        if current and (kernel[0].startswith("plan_costs") or "rasterize_to_pixels" in kernel[0]):
+            groups.append(current)
+            current = []
+        current.append(kernel)
+    if current:
+        groups.append(current)
+    print(f"{'frame':<26} {'mode':<8} {'SM activity':>11} {'kernel us':>10}  kernels")
+    for (frame, mode), group in zip(windows, groups):
+        active = sum(k[1] for k in group)
+        elapsed = sum(k[2] for k in group)
+        duration = sum(k[3] for k in group) / 1000.0
+        names = ", ".join(f"{k[0].split('(')[0][:24]} {k[1] / k[2]:.0%}" for k in group)
+        print(f"{frame:<26} {mode:<8} {active / elapsed:>11.1%} {duration:>10.1f}  {names}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--frames", nargs="*", default=["balanced", "moderate", "street", "extreme", "rig", "foliage",
+                                                         "mixed", "bonsai"])
+    parser.add_argument("--summarize", nargs=2, type=Path, metavar=("NCU_CSV", "WINDOWS"))
+    args = parser.parse_args()
+    if args.summarize:
+        summarize(*args.summarize)
+    else:
+        run(args.frames)
+
+
+if __name__ == "__main__":
+    main()
