@@ -187,14 +187,15 @@ def culled_share(frame) -> float:
     return dropped / (8 * n)
 
 
-def measure(name, frame, repeats, fixed_grid):
+def measure(name, frame, repeats, fixed_grid, policy=None):
     from gsplat_lpt.hook import original
 
     gsplat_blend = original("rasterize_to_pixels")
-    configs = {"lpt": LPTConfig(mode="lpt"), "auto": LPTConfig(mode="auto")}
+    auto = LPTConfig(mode="auto", **(policy or {}))
+    configs = {"lpt": LPTConfig(mode="lpt"), "auto": auto}
     if NEW_CORE:
         configs["lpt-nocull"] = LPTConfig(mode="lpt", cull=False)
-        configs["auto-nofeedback"] = LPTConfig(mode="auto", saturation_feedback=False)
+        configs["auto-nofeedback"] = auto.replace(saturation_feedback=False)
     grid_k = (4, 8, 16, 32, 64) if NEW_CORE else (4, 8, 16)
     if fixed_grid and name.startswith("ladder:") and "balanced" not in name:
         for rho in (0.001, 0.005, 0.02, 0.05):
@@ -240,13 +241,19 @@ def main() -> None:
                                                          "rig", "foliage", "mixed"])
     parser.add_argument("--real", nargs="*", default=["bonsai", "garden"])
     parser.add_argument("--fixed-grid", action="store_true")
+    parser.add_argument("--calibration", type=Path, help="calibration.json of `gsplat-lpt calibrate`: auto uses its fit")
     args = parser.parse_args()
+    policy = None
+    if args.calibration is not None and args.calibration.is_file():
+        fit = json.loads(args.calibration.read_text())["fit"]
+        policy = {"overhead_lambda": fit["overhead_lambda"], "imbalance_beta": fit["imbalance_beta"]}
+        print(f"auto uses the calibrated lambda = {policy['overhead_lambda']}, beta = {policy['imbalance_beta']}")
     args.out.mkdir(parents=True, exist_ok=True)
     frames = list(ladder_frames(args.ladder))
     frames += [{"bonsai": bonsai_frame, "garden": garden_frame}[name]() for name in args.real]
     rows = []
     for name, frame in frames:
-        row = measure(name, frame, args.repeats, args.fixed_grid)
+        row = measure(name, frame, args.repeats, args.fixed_grid, policy)
         rows.append(row)
         print(json.dumps(row), flush=True)
     (args.out / f"bench_{args.tag}.json").write_text(json.dumps(rows, indent=1))
