@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import importlib.util
 import inspect
 import math
 import shutil
@@ -53,6 +54,7 @@ def test_signature_is_gsplats_plus_config():
 
 
 def test_compile_options_name_gsplats_headers_and_flags(monkeypatch):
+    monkeypatch.setattr(gaussian3dgut, "_require_nvcc", lambda: None)  # the options, whether or not nvcc is here
     options = gaussian3dgut.compile_options()
     include, glm = gaussian3dgut.gsplat_include_dirs()
     assert f"-I{include}" in options and f"-I{glm}" in options
@@ -61,6 +63,15 @@ def test_compile_options_name_gsplats_headers_and_flags(monkeypatch):
     assert any(o.startswith("-DLPT_HEADERS_DIGEST=") for o in options)  # in CuPy's cache key
     monkeypatch.setenv("NO_FAST_MATH", "1")  # gsplat's own switch: then neither side uses fast math
     assert "-use_fast_math" not in gaussian3dgut.compile_options()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="CuPy (which finds nvcc) is not installed")
+def test_missing_nvcc_is_a_clear_error(monkeypatch):
+    import cupy.cuda
+
+    monkeypatch.setattr(cupy.cuda, "get_nvcc_path", lambda: None)
+    with pytest.raises(gsplat_lpt.LPTRuntimeError, match="compiled with nvcc.*nvcc was not found"):
+        gaussian3dgut.compile_options()
 
 
 def test_params_twin_nests_gsplats_ftheta_struct():
@@ -172,6 +183,52 @@ def test_hook_routes_eval3d_to_the_variant(monkeypatch):
         monkeypatch.undo()
         with pytest.raises(LPTInputError, match="means is on cpu"):
             gsplat.rendering.rasterize_to_pixels_eval3d(*[v for k, v in _inputs().items()])
+
+
+def test_rasterization_with_ut_and_eval3d_reaches_the_variant(monkeypatch):
+    """gsplat.rasterization(..., with_ut=True, with_eval3d=True, backend="lpt") itself, on the CPU: gsplat's
+    projection and tiling are stood in for (they need its CUDA extension), and the blend call that
+    rendering.py makes arrives at the 3DGUT record with the camera arguments and the lpt config."""
+    import gsplat
+    import gsplat.rendering as rendering
+    from gsplat.cuda._wrapper import RollingShutterType
+
+    from gsplat_lpt import hook
+
+    N, C, W, H = 4, 2, 32, 16
+
+    def projection(means, quats, scales, opacities, viewmats, Ks, width, height, **options):
+        assert options["camera_model"] == "fisheye" and options["viewmats_rs"] is not None
+        return (torch.ones(C, N, 2, dtype=torch.int32), torch.zeros(C, N, 2), torch.ones(C, N), torch.ones(C, N, 3),
+                None)
+
+    monkeypatch.setattr(rendering, "fully_fused_projection_with_ut", projection)
+    monkeypatch.setattr(rendering, "isect_tiles", lambda *args, **kwargs: (
+        None, torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int32)))
+    monkeypatch.setattr(rendering, "isect_offset_encode",
+                        lambda ids, images, tw, th: torch.zeros(images, th, tw, dtype=torch.int32))
+    monkeypatch.setattr(hook, "_require_cuda_inputs", lambda *args: None)
+    calls = []
+
+    def fake_rasterize(*args, config, **kwargs):
+        calls.append((args, kwargs, config))
+        return torch.full((C, H, W, 3), 0.5), torch.zeros(C, H, W, 1), None
+
+    monkeypatch.setitem(VARIANTS, FUNCTION, dataclasses.replace(VARIANTS[FUNCTION], rasterize=fake_rasterize))
+    inputs = _inputs(C=C, N=N, width=W, height=H)
+    radial = torch.zeros(C, 4)
+    config = LPTConfig(mode="lpt")
+    colors, alphas, meta = gsplat.rasterization(
+        inputs["means"], inputs["quats"], inputs["scales"], torch.rand(N), torch.rand(N, 3), inputs["viewmats"],
+        inputs["Ks"], W, H, packed=False, with_ut=True, with_eval3d=True, camera_model="fisheye",
+        radial_coeffs=radial, rolling_shutter=RollingShutterType.ROLLING_TOP_TO_BOTTOM,
+        viewmats_rs=inputs["viewmats"], backend="lpt", lpt_config=config)
+    assert len(calls) == 1 and torch.all(colors == 0.5)
+    args, kwargs, seen = calls[0]
+    assert seen is config and args[7:10] == (W, H, 16) and tuple(args[3].shape) == (C, N, 3)
+    assert kwargs["camera_model"] == "fisheye" and kwargs["radial_coeffs"] is radial
+    assert kwargs["rolling_shutter"] == RollingShutterType.ROLLING_TOP_TO_BOTTOM
+    assert meta["lpt"]["variant"] == "3dgut" and "fallback" not in meta["lpt"]  # no images planned: empty report
 
 
 # ------------------------------------------------------------------------------------------------------
