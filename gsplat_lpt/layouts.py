@@ -4,8 +4,9 @@ Every kernel takes its arguments as one or two structs (`lpt::FrameArgs`, `lpt::
 `Params` and `Outputs`). The C++ structs are written in kernels/; their host twins are `ctypes.Structure`s
 here (ctypes lays fields out as the C compiler does). Two checks keep both sides equal: `layout_checks`
 appends a `static_assert` on each struct's size to the compiled source (a field added on one side only is
-a compile error), and `layout_probe` adds a kernel that writes every field's offset, which the runtime runs
-once after compiling and compares with the host twin (NVRTC has no compile-time offsetof).
+a compile error), and `layout_probe` adds a kernel that writes every field's offset (a struct nested by value,
+field by field), which the runtime runs once after compiling and compares with the host twin (NVRTC has no
+compile-time offsetof).
 """
 
 from __future__ import annotations
@@ -83,9 +84,15 @@ class PlanArgs(ctypes.Structure):
     ]
 
 
-def _flat_fields(struct: Type[ctypes.Structure]) -> Iterable[Tuple[str, int]]:
-    for name, *_ in struct._fields_:
-        yield name, getattr(struct, name).offset
+def _flat_fields(struct: Type[ctypes.Structure], prefix: str = "", base: int = 0) -> Iterable[Tuple[str, int]]:
+    """(C++ member path, offset) of every field; the fields of a nested struct (a struct member passed by
+    value, e.g. one of gsplat's parameter structs) are listed one by one as `member.field`."""
+    for name, kind, *_ in struct._fields_:
+        offset = base + getattr(struct, name).offset
+        if isinstance(kind, type) and issubclass(kind, ctypes.Structure):
+            yield from _flat_fields(kind, f"{prefix}{name}.", offset)
+        else:
+            yield prefix + name, offset
 
 
 def layout_checks(cpp_name: str, struct: Type[ctypes.Structure]) -> str:

@@ -69,11 +69,19 @@ def test_missing_cupy_is_a_clear_error():
         runtime.import_cupy()
 
 
-def _nvcc_compile(source: str, tmp_path) -> subprocess.CompletedProcess:
+def _nvcc_compile(source: str, tmp_path, options=()) -> subprocess.CompletedProcess:
     path = tmp_path / "kernel.cu"
     path.write_text(source)
-    return subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", f"-I{runtime.kernel_dir()}", str(path),
-                           "-o", str(tmp_path / "kernel.cubin")], capture_output=True, text=True, timeout=300)
+    return subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", f"-I{runtime.kernel_dir()}", *options,
+                           str(path), "-o", str(tmp_path / "kernel.cubin")], capture_output=True, text=True,
+                          timeout=300)
+
+
+def _offset_asserts(structs) -> str:
+    """Compile-time twins of the runtime's layout probe (nvcc has offsetof; NVRTC, which the probe is for,
+    does not): every field offset, nested struct members included, as its host twin has it."""
+    return "".join(f'static_assert(__builtin_offsetof({name.rsplit("::", 1)[0]}, {name.rsplit("::", 1)[1]}) == {offset}, '
+                   f'"{name}");\n' for name, offset in layouts.expected_offsets(structs))
 
 
 def _instantiations(variant, channels=3, threads=256) -> str:
@@ -86,12 +94,11 @@ nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not inst
 @nvcc
 @pytest.mark.parametrize("function", sorted(VARIANTS))
 def test_every_variant_compiles_with_its_layout_checks(function, tmp_path):
+    """With the compiler options of its record (an nvcc-backend variant: gsplat's include folders and flags)."""
     variant = VARIANTS[function]
-    if variant.compile_backend != "nvrtc":
-        pytest.skip("compiled with nvcc and gsplat's headers at run time")
     source = runtime.kernel_source(variant.kernel_source, variant.kernel_structs(), variant.extra_checks()) \
-        + _instantiations(variant)
-    result = _nvcc_compile(source, tmp_path)
+        + _instantiations(variant) + _offset_asserts(variant.kernel_structs())
+    result = _nvcc_compile(source, tmp_path, variant.compile_options())
     assert result.returncode == 0, result.stderr[-2000:]
 
 

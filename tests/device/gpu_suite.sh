@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-grid] [baseline] [calibrate] [cli-bench] [omnire] [multi-gpu] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-3dgut] [bench-grid] [baseline] [calibrate] [cli-bench] [omnire] [multi-gpu] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -28,6 +28,10 @@ for stage in $stages; do
     bench)
       python3 tests/device/bench_core.py --out "$OUT" ${BENCH_ARGS:-} > "$OUT/bench_core.log" 2>&1
       grep "^\[new\]" "$OUT/bench_core.log" || tail -5 "$OUT/bench_core.log"
+      ;;
+    bench-3dgut)
+      python3 tests/device/bench_3dgut.py --out "$OUT" > "$OUT/bench_3dgut.log" 2>&1
+      tail -8 "$OUT/bench_3dgut.log"
       ;;
     bench-grid)
       python3 tests/device/bench_core.py --out "$OUT" --fixed-grid ${BENCH_ARGS:-} > "$OUT/bench_core.log" 2>&1
