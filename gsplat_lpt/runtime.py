@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import math
 import os
 import threading
@@ -65,12 +66,22 @@ _compile_lock = threading.Lock()
 Structs = Tuple[Tuple[str, type], ...]  # (C++ name, ctypes twin) of the structs a source's kernels take
 
 
+@functools.lru_cache(maxsize=None)
+def headers_digest() -> str:
+    """A digest of our headers (kernels/*.cuh): CuPy keys its disk cache on the source text alone, so the
+    text must change when an included header does."""
+    digest = hashlib.sha1()
+    for header in sorted(kernel_dir().glob("*.cuh")):
+        digest.update(header.read_bytes())
+    return digest.hexdigest()
+
+
 def kernel_source(source_name: str, structs: Structs, extra_checks: str = "") -> str:
     """A kernel file as compiled: the constants block first; the struct size checks and the layout probe
     kernel last."""
     checks = "".join(layouts.layout_checks(name, twin) for name, twin in structs)
-    return (constants.cuda_header() + (kernel_dir() / source_name).read_text() + "\n" + checks + extra_checks
-            + layouts.layout_probe("lpt_layout_probe", structs))
+    return (f"// headers {headers_digest()}\n" + constants.cuda_header() + (kernel_dir() / source_name).read_text()
+            + "\n" + checks + extra_checks + layouts.layout_probe("lpt_layout_probe", structs))
 
 
 @functools.lru_cache(maxsize=None)
