@@ -72,3 +72,4 @@ def register(variant: Variant) -> Variant:
 
 
 from . import gaussian3d  # noqa: E402,F401  (registers 3DGS)
+from . import surfel2d  # noqa: E402,F401  (registers 2DGS)
