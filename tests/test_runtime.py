@@ -69,11 +69,12 @@ def test_missing_cupy_is_a_clear_error():
         runtime.import_cupy()
 
 
-def _nvcc_compile(source: str, tmp_path) -> subprocess.CompletedProcess:
+def _nvcc_compile(source: str, tmp_path, options=()) -> subprocess.CompletedProcess:
     path = tmp_path / "kernel.cu"
     path.write_text(source)
-    return subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", f"-I{runtime.kernel_dir()}", str(path),
-                           "-o", str(tmp_path / "kernel.cubin")], capture_output=True, text=True, timeout=300)
+    return subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", f"-I{runtime.kernel_dir()}", *options,
+                           str(path), "-o", str(tmp_path / "kernel.cubin")], capture_output=True, text=True,
+                          timeout=300)
 
 
 def _instantiations(variant, channels=3, threads=256) -> str:
@@ -91,7 +92,7 @@ def test_every_variant_compiles_with_its_layout_checks(function, tmp_path):
         pytest.skip("compiled with nvcc and gsplat's headers at run time")
     source = runtime.kernel_source(variant.kernel_source, variant.kernel_structs(), variant.extra_checks()) \
         + _instantiations(variant)
-    result = _nvcc_compile(source, tmp_path)
+    result = _nvcc_compile(source, tmp_path, variant.compile_options())
     assert result.returncode == 0, result.stderr[-2000:]
 
 
@@ -129,14 +130,16 @@ def _nvrtc():
 def test_sources_compile_with_nvrtc_as_the_runtime_does(source):
     """NVRTC has no standard headers: what nvcc accepts it may not (INFINITY, offsetof, <cmath>, ...)."""
     nvrtc = _nvrtc()
+    options: tuple = ()
     if source == "plan.cu":
         text = runtime.kernel_source(source, (("lpt::PlanArgs", layouts.PlanArgs),))
     else:
         variant = next(v for v in VARIANTS.values() if v.kernel_source == source)
         exports = "".join(variant.export_line(c, t) for c, t in ((3, 256), (1, 64), (32, 1024)))
         text = runtime.kernel_source(source, variant.kernel_structs(), variant.extra_checks() + exports)
+        options = variant.compile_options()
     program = nvrtc.createProgram(text, source, [], [])
     try:
-        nvrtc.compileProgram(program, ["-std=c++17", f"-I{runtime.kernel_dir()}", "-arch=compute_90"])
+        nvrtc.compileProgram(program, ["-std=c++17", f"-I{runtime.kernel_dir()}", "-arch=compute_90", *options])
     except Exception:
         pytest.fail(nvrtc.getProgramLog(program)[:3000])
