@@ -253,7 +253,7 @@ def test_reference_outputs_follow_gsplat_kernel_definitions():
     depths = torch.tensor([1.0, 9.0, 2.0, 3.0, 5.0], dtype=torch.float64)
     colors = torch.stack([depths * 0.5, depths], -1)
     out = blend_list_2dgs(alphas, colors, torch.zeros(5, 3, dtype=torch.float64), torch.arange(10, 15))
-    T, A, D, distort, vis_all = 1.0, 0.0, 0.0, 0.0, []
+    T, A, D, distort = 1.0, 0.0, 0.0, 0.0
     median, median_id = 0.0, 0
     for m, alpha in enumerate(alphas[0].tolist()):
         if alpha == 0:
