@@ -255,15 +255,15 @@ def cull_limit_2dgs(opacities: Tensor) -> Tensor:
     return torch.where(o > 0, padded, torch.full_like(o, -1.0))
 
 
-def may_contribute_2dgs(means2d: Tensor, ray_transforms: Tensor, opacities: Tensor,
-                        box: Tuple[float, float, float, float]) -> Tensor:
+def may_contribute_2dgs(means2d: Tensor, ray_transforms: Tensor, opacities: Tensor, box) -> Tensor:
     """The 2DGS cull bound of kernels/blend_2dgs.cu (may_contribute) in float32 PyTorch: False only where the
-    Gaussian cannot reach alpha >= 1/255 at any pixel centre of the box (x0, x1, y0, y1 of pixel centres). [M]"""
+    Gaussian cannot reach alpha >= 1/255 at any pixel centre of the box (x0, x1, y0, y1 of pixel centres: numbers,
+    or [M] tensors, one box per Gaussian). [M]"""
     f32 = torch.float32
     means2d, M = means2d.to(f32), ray_transforms.to(f32)
     finite = torch.isfinite(means2d).all(-1) & torch.isfinite(M).flatten(1).all(-1) & torch.isfinite(opacities)
     limit = torch.where(finite, cull_limit_2dgs(opacities), torch.full_like(opacities, math.inf, dtype=f32))
-    x0, x1, y0, y1 = (torch.tensor(b, dtype=f32) for b in box)
+    x0, x1, y0, y1 = (torch.as_tensor(b, dtype=f32, device=means2d.device) for b in box)
     keep_factor = 1.0 - 2.0 ** -18
     bar = 2.0 * limit
     x, y = means2d[:, 0], means2d[:, 1]
@@ -272,15 +272,15 @@ def may_contribute_2dgs(means2d: Tensor, ray_transforms: Tensor, opacities: Tens
     dy = torch.maximum(torch.maximum(y0 - y, y - y1), zero)
     far_2d = 2.0 * (dx * dx + dy * dy) * keep_factor > bar
     u, v, w = M[:, 0], M[:, 1], M[:, 2]
-    cx, cy, hx, hy = 0.5 * (x0 + x1), 0.5 * (y0 + y1), 0.5 * (x1 - x0), 0.5 * (y1 - y0)
+    cx, cy, hx, hy = (t[..., None] for t in (0.5 * (x0 + x1), 0.5 * (y0 + y1), 0.5 * (x1 - x0), 0.5 * (y1 - y0)))
     A = torch.linalg.cross(v, w)
     B = torch.linalg.cross(w, u)
     C = torch.linalg.cross(u, v)
     mid = cx * A + cy * B + C
     rad = hx * A.abs() + hy * B.abs()
     tiny = 2.0 ** -100
-    hu = x1 * w.abs() + u.abs() + tiny
-    hv = y1 * w.abs() + v.abs() + tiny
+    hu = x1[..., None] * w.abs() + u.abs() + tiny
+    hv = y1[..., None] * w.abs() + v.abs() + tiny
     err = torch.stack([hu[:, 1] * hv[:, 2] + hv[:, 1] * hu[:, 2], hu[:, 2] * hv[:, 0] + hv[:, 2] * hu[:, 0],
                        hu[:, 0] * hv[:, 1] + hv[:, 0] * hu[:, 1]], -1) * 2.0 ** -19 + 2.0 ** -120
     max_z = (mid[:, 2].abs() + rad[:, 2] + err[:, 2]) * (1.0 + 2.0 ** -20)
