@@ -31,7 +31,7 @@
 //   void combine_partial(const float* slot, unsigned stride, float T_before);  // add a later chunk
 //   void write(const Params&, const Outputs&, const PixelSlot&, float T, int last_index) const;
 //   void poison();                                          // NaN: the frame's input was invalid
-//   static constexpr bool kRewalk;                          // false for ColorAccumulator; see below
+//   static constexpr bool kRewalk;                          // optional (absent: false); see below
 // combine_partial may read the chunk's own final T (stored negated when the pixel saturated inside the
 // chunk) at slot[kPartialFloats * stride]. An accumulator with an output that depends on the sequential
 // transmittance itself rather than on per-chunk sums (2DGS's median depth: the last Gaussian blended while
@@ -128,8 +128,7 @@ __device__ inline PixelBox warp_box(const FrameArgs& f, const PixelSlot& slot, u
 // Colour channels blended front to back: what 3DGS and 3DGUT accumulate.
 template <unsigned CDIM>
 struct ColorAccumulator {
-    static constexpr unsigned kPartialFloats = CDIM;
-    static constexpr bool kRewalk = false;  // colours are per-chunk sums: Eq. (5) composes them
+    static constexpr unsigned kPartialFloats = CDIM;  // colours are per-chunk sums: Eq. (5) composes them
     float color[CDIM];
 
     __device__ void reset() {
@@ -189,6 +188,16 @@ struct PixelBlend {
         last_index = list_index;
         T = next_T;
     }
+};
+
+// Whether an accumulator asks for the composite's re-walk: its kRewalk, false where it declares none.
+template <class A, class = void>
+struct Rewalks {
+    static constexpr bool value = false;
+};
+template <class A>
+struct Rewalks<A, decltype((void)A::kRewalk)> {
+    static constexpr bool value = A::kRewalk;
 };
 
 // The re-walk of a kRewalk accumulator (see the concept above): gsplat's rule for one Gaussian, from the
@@ -498,7 +507,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
                     if (signed_T < 0.f) break;  // saturated inside this chunk
                 }
             }
-            if constexpr (Accumulator::kRewalk) {  // the whole CTA walks (blend_range synchronises it)
+            if constexpr (Rewalks<Accumulator>::value) {  // the whole CTA walks (blend_range synchronises it)
                 const bool walk = slot.inside && valid_ray && chunk_count > 1 && first_T > 0.f;
                 RewalkPixel<V, CDIM> rewalk{composite.acc, first_T, !walk || composite.acc.rewalk_settled(first_T)};
                 int walk_stop;
