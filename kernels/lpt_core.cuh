@@ -527,9 +527,6 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
     leave_queue(f, LPT_WORD_CHUNK_COUNTER, LPT_WORD_CHUNK_EXITED);
 }
 
-}  // namespace lpt
-
-namespace lpt {
 // Threads per SM a variant's blending kernels are built to keep resident: 1536 (gsplat's 3DGS occupancy)
 // unless the traits struct declares `static constexpr unsigned kResidentThreads` (a variant with more
 // per-pixel state, so that its registers are not capped into spills).
@@ -541,6 +538,7 @@ template <class V>
 struct ResidentThreads<V, decltype((void)V::kResidentThreads)> {
     static constexpr unsigned value = V::kResidentThreads;
 };
+
 }  // namespace lpt
 
 // The two blending kernels of one variant for one channel count and CTA size, as extern "C" symbols
