@@ -31,6 +31,17 @@
 //   void combine_partial(const float* slot, unsigned stride, float T_before);  // add a later chunk
 //   void write(const Params&, const Outputs&, const PixelSlot&, float T, int last_index) const;
 //   void poison();                                          // NaN: the frame's input was invalid
+//   static constexpr bool kRewalk;                          // optional (absent: false); see below
+// combine_partial may read the chunk's own final T (stored negated when the pixel saturated inside the
+// chunk) at slot[kPartialFloats * stride]. An accumulator with an output that depends on the sequential
+// transmittance itself rather than on per-chunk sums (2DGS's median depth: the last Gaussian blended while
+// T > 0.5) sets kRewalk and provides
+//   void rewalk(const Params&, const Staged&, int gaussian, float T, unsigned list_index);
+//   bool rewalk_settled(float T) const;                     // no Gaussian blended from T on changes it
+// The compositing CTA then walks the item's Gaussians after chunk 0 once more, in order, from chunk 0's
+// final T (chunk 0 blends from T = 1, so that T is bitwise the unchunked kernel's at chunk 1's start),
+// with the same per-Gaussian rule (RewalkPixel below), calling rewalk() with the exact sequential T until
+// rewalk_settled() or the pixel saturates: such outputs are then those of the unchunked kernel, bit for bit.
 
 #pragma once
 
@@ -117,7 +128,7 @@ __device__ inline PixelBox warp_box(const FrameArgs& f, const PixelSlot& slot, u
 // Colour channels blended front to back: what 3DGS and 3DGUT accumulate.
 template <unsigned CDIM>
 struct ColorAccumulator {
-    static constexpr unsigned kPartialFloats = CDIM;
+    static constexpr unsigned kPartialFloats = CDIM;  // colours are per-chunk sums: Eq. (5) composes them
     float color[CDIM];
 
     __device__ void reset() {
@@ -179,6 +190,39 @@ struct PixelBlend {
     }
 };
 
+// Whether an accumulator asks for the composite's re-walk: its kRewalk, false where it declares none.
+template <class A, class = void>
+struct Rewalks {
+    static constexpr bool value = false;
+};
+template <class A>
+struct Rewalks<A, decltype((void)A::kRewalk)> {
+    static constexpr bool value = A::kRewalk;
+};
+
+// The re-walk of a kRewalk accumulator (see the concept above): gsplat's rule for one Gaussian, from the
+// exact sequential T, handing the accumulator each Gaussian blended until it is settled.
+template <class V, unsigned CDIM>
+struct RewalkPixel {
+    typename V::template Accumulator<CDIM>& acc;
+    float T;
+    bool done;  // settled, saturated, or nothing to walk
+
+    __device__ void step(const typename V::Params& params, const typename V::Staged& staged, int gaussian,
+                         const typename V::Pixel& pixel, unsigned list_index) {
+        float alpha;
+        if (!V::evaluate(staged, pixel, alpha)) return;
+        const float next_T = T * (1.0f - alpha);
+        if (next_T <= kTransmittanceThreshold) {
+            done = true;
+            return;
+        }
+        acc.rewalk(params, staged, gaussian, T, list_index);
+        T = next_T;
+        done = acc.rewalk_settled(T);
+    }
+};
+
 // Dynamic shared memory of a blending CTA: one batch of staged Gaussians, their (Gaussian id, list
 // position), the warps each can reach, and one list per warp of those that can reach its pixels.
 // Mirrored by gsplat_lpt.runtime.blend_shared_bytes; checked against %dynamic_smem_size at launch.
@@ -223,10 +267,11 @@ __device__ inline void item_range(const FrameArgs& f, int item, int& start, int&
 // list costs more than it saves when little is culled). With a saturation_flag (depth chunks) the CTA also
 // stops once an earlier chunk of the same item has saturated all its pixels (checked once per batch).
 // Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids.
-template <class V, unsigned CDIM>
+// State is the pixel's walk: PixelBlend, or RewalkPixel for a composite's re-walk (members done and step).
+template <class V, class State>
 __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params, const SharedBatch<V>& batch,
                             int range_start, int range_end, const typename V::Pixel& pixel_ctx, const PixelSlot& slot,
-                            PixelBlend<V, CDIM>& pixel, const int* saturation_flag, int chunk_index, int& stop_position) {
+                            State& pixel, const int* saturation_flag, int chunk_index, int& stop_position) {
     const unsigned block = blockDim.x;
     const unsigned thread = threadIdx.x;
     const unsigned warps = (block + 31u) >> 5;
@@ -379,8 +424,8 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
             pixel.T = __int_as_float(0x7fc00000);
         } else if (f.masks == nullptr || f.masks[item]) {  // gsplat renders the background on masked-out tiles
             item_range(f, item, range_start, range_end);
-            blend_range<V, CDIM>(f, params, batch, range_start, range_end, pixel_ctx, slot, pixel, nullptr, 0,
-                                 stop_position);
+            blend_range<V>(f, params, batch, range_start, range_end, pixel_ctx, slot, pixel, nullptr, 0,
+                           stop_position);
         }
         if (slot.inside) {
             const bool masked = f.masks != nullptr && !f.masks[item];
@@ -400,7 +445,8 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
 // the start) is lowered with atomicMin to the first chunk whose pixels all saturated; later chunks
 // check it once per batch and stop. The last chunk of an item to finish composites the item, Eq. (5):
 // C = sum_p C_p prod_{q<p} T_q, alpha = 1 - prod T, background with the final T. last_ids of chunked
-// items are -1: the front end never chunks a frame whose backward needs them.
+// items are -1: the front end never chunks a frame whose backward needs them. A kRewalk accumulator's
+// composite also re-walks the item after chunk 0 (see the concept at the top).
 // The chunks cover the item's predicted depth (the previous frame's saturation depth times a margin;
 // the whole list without one); the last chunk also takes whatever lies beyond.
 template <class V, unsigned CDIM>
@@ -441,8 +487,8 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         int* saturation_flag = f.saturation_flags + tile_slot;
         PixelBlend<V, CDIM> pixel(slot.inside && valid_ray);
         int stop_position = chunk_start;
-        const bool stopped = blend_range<V, CDIM>(f, params, batch, chunk_start, chunk_end, pixel_ctx, slot, pixel,
-                                                  saturation_flag, chunk, stop_position);
+        const bool stopped = blend_range<V>(f, params, batch, chunk_start, chunk_end, pixel_ctx, slot, pixel,
+                                            saturation_flag, chunk, stop_position);
         // every pixel of the item saturated here: chunks after this one cannot contribute
         if (__syncthreads_count(pixel.done) >= (int)block && threadIdx.x == 0) {
             atomicMin(saturation_flag, chunk);
@@ -461,18 +507,27 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         __syncthreads();
         if (last_arrival) {
             __threadfence();
+            PixelBlend<V, CDIM> composite(true);
+            float first_T = -1.f;  // chunk 0's T (negative: the pixel saturated in chunk 0)
             if (slot.inside) {
-                PixelBlend<V, CDIM> composite(true);
                 for (int p = 0; p < chunk_count; ++p) {
                     const float* chunk_slot = f.partials + ((long long)p * chunked_tiles + tile_slot) * kSlotFloats * block
                                               + threadIdx.x;
                     const float signed_T = __ldcg(chunk_slot + (long long)Accumulator::kPartialFloats * block);
+                    if (p == 0) first_T = signed_T;
                     composite.acc.combine_partial(chunk_slot, block, composite.T);
                     composite.T *= fabsf(signed_T);
                     if (signed_T < 0.f) break;  // saturated inside this chunk
                 }
-                composite.acc.write(params, out, slot, composite.T, -1);
             }
+            if constexpr (Rewalks<Accumulator>::value) {  // the whole CTA walks (blend_range synchronises it)
+                const bool walk = slot.inside && valid_ray && chunk_count > 1 && first_T > 0.f;
+                RewalkPixel<V, CDIM> rewalk{composite.acc, first_T, !walk || composite.acc.rewalk_settled(first_T)};
+                int walk_stop;
+                blend_range<V>(f, params, batch, min(range_end, range_start + chunk_length), range_end, pixel_ctx, slot,
+                               rewalk, nullptr, 0, walk_stop);
+            }
+            if (slot.inside) composite.acc.write(params, out, slot, composite.T, -1);
             if (threadIdx.x == 0) {  // leave the item's words as the plan set them: the plan can run again
                 if (f.item_depth != nullptr) f.item_depth[item] = min(f.chunk_depth[tile_slot], length);
                 f.chunk_arrivals[tile_slot] = 0;
@@ -485,20 +540,34 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
     leave_queue(f, LPT_WORD_CHUNK_COUNTER, LPT_WORD_CHUNK_EXITED);
 }
 
+// Threads per SM a variant's blending kernels are built to keep resident: 1536 (gsplat's 3DGS occupancy)
+// unless the traits struct declares `static constexpr unsigned kResidentThreads` (a variant with more
+// per-pixel state, so that its registers are not capped into spills).
+template <class V, class = void>
+struct ResidentThreads {
+    static constexpr unsigned value = 1536;
+};
+template <class V>
+struct ResidentThreads<V, decltype((void)V::kResidentThreads)> {
+    static constexpr unsigned value = V::kResidentThreads;
+};
+
 }  // namespace lpt
 
 // The two blending kernels of one variant for one channel count and CTA size, as extern "C" symbols
 // (lpt_persistent_blend_<SUFFIX>_<CDIM>_<MAX_THREADS>, depth_chunk_blend_...): the runtime appends one line
 // LPT_EXPORT_KERNELS(...) per instantiation it needs, which works for NVRTC and nvcc alike. MAX_THREADS
-// bounds the registers so that 1536 / MAX_THREADS CTAs fit on an SM for up to 4 channels (the occupancy of
-// gsplat's own kernel).
+// bounds the registers so that ResidentThreads / MAX_THREADS CTAs fit on an SM for up to 4 channels (the
+// occupancy of gsplat's own kernel).
 #define LPT_EXPORT_KERNELS(SUFFIX, VARIANT, CDIM, MAX_THREADS)                                                \
-    extern "C" __global__ void __launch_bounds__(MAX_THREADS, (CDIM) <= 4 ? 1536 / (MAX_THREADS) : 1)        \
+    extern "C" __global__ void __launch_bounds__(                                                             \
+        MAX_THREADS, (CDIM) <= 4 ? lpt::ResidentThreads<VARIANT>::value / (MAX_THREADS) : 1)                  \
         lpt_persistent_blend_##SUFFIX##_##CDIM##_##MAX_THREADS(                                               \
             const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
         lpt::lpt_persistent_blend<VARIANT, CDIM>(frame, params, outputs);                                     \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(MAX_THREADS, (CDIM) <= 4 ? 1536 / (MAX_THREADS) : 1)        \
+    extern "C" __global__ void __launch_bounds__(                                                             \
+        MAX_THREADS, (CDIM) <= 4 ? lpt::ResidentThreads<VARIANT>::value / (MAX_THREADS) : 1)                  \
         depth_chunk_blend_##SUFFIX##_##CDIM##_##MAX_THREADS(                                                  \
             const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
         lpt::depth_chunk_blend<VARIANT, CDIM>(frame, params, outputs);                                        \

@@ -136,14 +136,16 @@ def _nvrtc():
 def test_sources_compile_with_nvrtc_as_the_runtime_does(source):
     """NVRTC has no standard headers: what nvcc accepts it may not (INFINITY, offsetof, <cmath>, ...)."""
     nvrtc = _nvrtc()
+    options: tuple = ()
     if source == "plan.cu":
         text = runtime.kernel_source(source, (("lpt::PlanArgs", layouts.PlanArgs),))
     else:
         variant = next(v for v in VARIANTS.values() if v.kernel_source == source)
         exports = "".join(variant.export_line(c, t) for c, t in ((3, 256), (1, 64), (32, 1024)))
         text = runtime.kernel_source(source, variant.kernel_structs(), variant.extra_checks() + exports)
+        options = variant.compile_options()
     program = nvrtc.createProgram(text, source, [], [])
     try:
-        nvrtc.compileProgram(program, ["-std=c++17", f"-I{runtime.kernel_dir()}", "-arch=compute_90"])
+        nvrtc.compileProgram(program, ["-std=c++17", f"-I{runtime.kernel_dir()}", "-arch=compute_90", *options])
     except Exception:
         pytest.fail(nvrtc.getProgramLog(program)[:3000])

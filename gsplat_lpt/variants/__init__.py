@@ -73,3 +73,4 @@ def register(variant: Variant) -> Variant:
 
 from . import gaussian3d  # noqa: E402,F401  (registers 3DGS)
 from . import gaussian3dgut  # noqa: E402,F401  (registers 3DGUT)
+from . import surfel2d  # noqa: E402,F401  (registers 2DGS)

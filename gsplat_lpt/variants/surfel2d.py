@@ -1,0 +1,283 @@
+"""2DGS: gsplat's `rasterize_to_pixels_2dgs` (kernels/blend_2dgs.cu), with gsplat's signature plus `config=`.
+
+Every output gsplat returns: colours (whose last channel is read as depth, as gsplat's kernel does for
+distortion and median depth), alphas, normals, distortion and median depth, plus the `last_ids` and
+`median_ids` its backward needs. Depth chunks compose all of them: colours, alphas and normals by Eq. (5),
+distortion by its own composition (kernels/blend_2dgs.cu), median depth and median_ids exactly by the core's
+re-walk from chunk 0's transmittance.
+
+Autograd: the forward saves exactly what gsplat's forward saves (the same render_colors, render_alphas,
+last_ids and median_ids), so gsplat's own backward op computes the gradients (densify and absgrad
+included); frames that need gradients are never chunked.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .. import frontend
+from ..config import LPTConfig
+from ..errors import LPTInputError
+from ..frontend import require_shape, require_tensor
+from ..layouts import Pointer
+from ..runtime import FramePlan
+from . import OutputSpec, Variant, register
+
+# Channel counts gsplat's 2DGS wrapper renders without padding; the others are padded up to the next power
+# of two with the padding inserted before the last (depth) channel (gsplat's `rasterize_to_pixels_2dgs`).
+CHANNELS_2DGS = (1, 2, 3, 4, 8, 16, 32, 64, 128, 256, 512)
+PARTIAL_EXTRA_FLOATS = 7  # normals[3], distortion, sum of vis * depth, median depth, median id
+
+
+class Params2DGS(ctypes.Structure):
+    """Surfel2DGS::Params"""
+
+    _fields_ = [("means2d", Pointer), ("ray_transforms", Pointer), ("colors", Pointer), ("opacities", Pointer),
+                ("normals", Pointer), ("backgrounds", Pointer)]
+
+
+class Outputs2DGS(ctypes.Structure):
+    """Surfel2DGS::Outputs"""
+
+    _fields_ = [("render_colors", Pointer), ("render_alphas", Pointer), ("last_ids", Pointer),
+                ("render_normals", Pointer), ("render_distort", Pointer), ("render_median", Pointer),
+                ("median_ids", Pointer)]
+
+
+def compile_options() -> Tuple[str, ...]:
+    """gsplat compiles its kernels with -use_fast_math unless NO_FAST_MATH=1 (gsplat.cuda._backend): the
+    ray-splat division is then an approximate one. Ours is compiled the same way, so both agree bit for bit."""
+    return () if os.getenv("NO_FAST_MATH", "0") == "1" else ("--use_fast_math",)
+
+
+def check_channels(channels: int) -> None:
+    if channels == 0 or channels > CHANNELS_2DGS[-1]:
+        raise LPTInputError(f"colors has {channels} channels; gsplat's 2DGS rasterizer supports 1 to "
+                            f"{CHANNELS_2DGS[-1]}")
+
+
+def pad_channels(colors: Tensor, backgrounds: Optional[Tensor]) -> Tuple[Tensor, Optional[Tensor], int]:
+    """gsplat's 2DGS padding: zeros inserted before the last channel of colors (depth stays last, where the
+    kernel reads it), and appended to backgrounds. Returns (colors, backgrounds, padding)."""
+    channels = colors.shape[-1]
+    if channels in CHANNELS_2DGS:
+        return colors, backgrounds, 0
+    padding = (1 << (channels - 1).bit_length()) - channels
+    colors = torch.cat([colors[..., :-1], colors.new_zeros(*colors.shape[:-1], padding), colors[..., -1:]], dim=-1)
+    if backgrounds is not None:
+        backgrounds = torch.cat([backgrounds, backgrounds.new_zeros(*backgrounds.shape[:-1], padding)], dim=-1)
+    return colors, backgrounds, padding
+
+
+def unpad_colors(render_colors: Tensor, padding: int) -> Tensor:
+    """gsplat's inverse of the padding: the first channels and the last (depth) one."""
+    if padding == 0:
+        return render_colors
+    return torch.cat([render_colors[..., : -padding - 1], render_colors[..., -1:]], dim=-1)
+
+
+def validate(means2d, ray_transforms, colors, opacities, normals, densify, packed: bool) -> Tuple[int, int]:
+    """gsplat's shapes and dtypes for the per-Gaussian arrays; returns (rows, channels)."""
+    means2d = require_tensor("means2d", means2d, torch.float32)
+    ray_transforms = require_tensor("ray_transforms", ray_transforms, torch.float32)
+    colors = require_tensor("colors", colors, torch.float32)
+    opacities = require_tensor("opacities", opacities, torch.float32)
+    normals = require_tensor("normals", normals, torch.float32)
+    if not isinstance(densify, Tensor):
+        raise LPTInputError(f"densify must be a torch.Tensor, got {type(densify).__name__}")
+    channels = colors.shape[-1] if colors.dim() > 0 else 0
+    check_channels(channels)
+    if packed:
+        if means2d.dim() != 2:
+            raise LPTInputError(f"packed means2d must be [nnz, 2], got {tuple(means2d.shape)}")
+        nnz = means2d.shape[0]
+        require_shape("means2d", means2d, (nnz, 2), "[nnz, 2]")
+        require_shape("ray_transforms", ray_transforms, (nnz, 3, 3), "[nnz, 3, 3]")
+        require_shape("colors", colors, (nnz, channels), "[nnz, channels]")
+        require_shape("opacities", opacities, (nnz,), "[nnz]")
+        require_shape("normals", normals, (nnz, 3), "[nnz, 3]")
+        require_shape("densify", densify, (nnz, 2), "[nnz, 2] like means2d")
+        return nnz, channels
+    if means2d.dim() < 3:
+        raise LPTInputError(f"means2d must be [..., C, N, 2] (unpacked), got {tuple(means2d.shape)}")
+    image_dims = tuple(means2d.shape[:-2])
+    n = means2d.shape[-2]
+    require_shape("means2d", means2d, image_dims + (n, 2), "[..., N, 2]")
+    require_shape("ray_transforms", ray_transforms, image_dims + (n, 3, 3), "[..., N, 3, 3] like means2d")
+    require_shape("colors", colors, image_dims + (n, channels), "[..., N, channels] like means2d")
+    require_shape("opacities", opacities, image_dims + (n,), "[..., N] like means2d")
+    require_shape("normals", normals, image_dims + (n, 3), "[..., N, 3] like means2d")
+    require_shape("densify", densify, image_dims + (n, 2), "[..., N, 2] like means2d")
+    return means2d.numel() // 2, channels
+
+
+def _check_image_dims(means2d: Tensor, isect_offsets: Tensor, backgrounds: Optional[Tensor], channels: int,
+                      packed: bool) -> None:
+    image_dims = tuple(isect_offsets.shape[:-2])
+    if not packed and tuple(means2d.shape[:-2]) != image_dims:
+        raise LPTInputError(f"isect_offsets has image dims {image_dims}, means2d has {tuple(means2d.shape[:-2])}")
+    if backgrounds is not None:
+        backgrounds = require_tensor("backgrounds", backgrounds, torch.float32)
+        if tuple(backgrounds.shape) != image_dims + (channels,):
+            raise LPTInputError(f"backgrounds has shape {tuple(backgrounds.shape)}, expected {image_dims + (channels,)}")
+
+
+class Frame2DGS:
+    """One call's validated, contiguous, padded tensors; `render` plans and runs them (the low-level entry
+    that tests and tools use to get last_ids, median_ids and the plan too)."""
+
+    def __init__(self, means2d, ray_transforms, colors, opacities, normals, densify, backgrounds, masks, width,
+                 height, tile_size, isect_offsets, flatten_ids, packed):
+        width = frontend.as_size("image_width", width)
+        height = frontend.as_size("image_height", height)
+        tile_size = frontend.as_size("tile_size", tile_size)
+        rows, channels = validate(means2d, ray_transforms, colors, opacities, normals, densify, packed)
+        require_tensor("isect_offsets", isect_offsets, torch.int32)
+        if isect_offsets.dim() < 3:
+            raise LPTInputError(f"isect_offsets must be [..., tile_height, tile_width] with image dims, "
+                                f"got {tuple(isect_offsets.shape)}")
+        _check_image_dims(means2d, isect_offsets, backgrounds, channels, packed)
+        self.inter = frontend.intersections(isect_offsets, flatten_ids, masks, width, height, tile_size, rows)
+        self.device = frontend.require_one_cuda_device(
+            [("means2d", means2d), ("ray_transforms", ray_transforms), ("colors", colors), ("opacities", opacities),
+             ("normals", normals), ("densify", densify), ("isect_offsets", isect_offsets),
+             ("flatten_ids", flatten_ids), ("backgrounds", backgrounds), ("masks", masks)])
+        self.image_dims = tuple(isect_offsets.shape[:-2])
+        colors, backgrounds, self.padding = pad_channels(colors, backgrounds)
+        self.means2d, self.ray_transforms = means2d.contiguous(), ray_transforms.contiguous()
+        self.colors, self.opacities = colors.contiguous(), opacities.contiguous()
+        self.normals, self.densify = normals.contiguous(), densify.contiguous()
+        self.backgrounds = None if backgrounds is None else backgrounds.contiguous()
+        self.masks = masks
+        self.channels = self.colors.shape[-1]
+
+    def render(self, config: LPTConfig, chunking_allowed: bool = True, reason: Optional[str] = None):
+        """(render_colors, render_alphas, render_normals, render_distort, render_median, last_ids, median_ids,
+        plan) with gsplat's shapes (padded channels)."""
+        inter, dims = self.inter, self.image_dims
+        H, W = inter.image_height, inter.image_width
+        empty = dict(dtype=torch.float32, device=self.device)
+        render_colors = torch.empty(dims + (H, W, self.channels), **empty)
+        render_alphas = torch.empty(dims + (H, W, 1), **empty)
+        render_normals = torch.empty(dims + (H, W, 3), **empty)
+        render_distort = torch.empty(dims + (H, W, 1), **empty)
+        render_median = torch.empty(dims + (H, W, 1), **empty)
+        last_ids = torch.empty(dims + (H, W), dtype=torch.int32, device=self.device)
+        median_ids = torch.empty(dims + (H, W), dtype=torch.int32, device=self.device)
+        outputs_ = (render_colors, render_alphas, render_normals, render_distort, render_median, last_ids, median_ids)
+        if inter.num_images == 0:  # nothing to launch
+            return (*outputs_, None)
+        params = Params2DGS(self.means2d.data_ptr(), self.ray_transforms.data_ptr(), self.colors.data_ptr(),
+                            self.opacities.data_ptr(), self.normals.data_ptr(),
+                            0 if self.backgrounds is None else self.backgrounds.data_ptr())
+        outputs = Outputs2DGS(render_colors.data_ptr(), render_alphas.data_ptr(), last_ids.data_ptr(),
+                              render_normals.data_ptr(), render_distort.data_ptr(), render_median.data_ptr(),
+                              median_ids.data_ptr())
+        plan = frontend.render(VARIANT, inter, params, outputs, self.channels, self.device, config, chunking_allowed,
+                               reason)
+        return (*outputs_, plan)
+
+
+class _LPTRasterizeToPixels2DGS(torch.autograd.Function):
+    """Forward: our kernels. Backward: gsplat's `_RasterizeToPixels2DGS.backward` (its CUDA backward op), fed
+    the tensors gsplat's forward would have saved, in its order."""
+
+    @staticmethod
+    def forward(ctx, means2d, ray_transforms, colors, opacities, normals, densify, backgrounds, masks, width, height,
+                tile_size, isect_offsets, flatten_ids, absgrad, distloss, frame: Frame2DGS, config: LPTConfig,
+                holder: list):
+        (render_colors, render_alphas, render_normals, render_distort, render_median, last_ids, median_ids,
+         plan) = frame.render(config, False, frontend.AUTOGRAD_NO_CHUNKING)
+        holder.append(plan)
+        ctx.save_for_backward(means2d, ray_transforms, colors, opacities, normals, densify, backgrounds, masks,
+                              isect_offsets, flatten_ids, render_colors, render_alphas, last_ids, median_ids)
+        ctx.width, ctx.height, ctx.tile_size = width, height, tile_size
+        ctx.absgrad, ctx.distloss = absgrad, distloss
+        return render_colors, render_alphas, render_normals, render_distort, render_median
+
+    @staticmethod
+    def backward(ctx, v_render_colors, v_render_alphas, v_render_normals, v_render_distort, v_render_median):
+        from gsplat.cuda._wrapper import _RasterizeToPixels2DGS
+
+        gradients = _RasterizeToPixels2DGS.backward(ctx, v_render_colors, v_render_alphas, v_render_normals,
+                                                    v_render_distort, v_render_median)
+        return (*gradients, None, None, None)
+
+
+def rasterize_with_plan(
+    means2d: Tensor,  # [..., N, 2] or [nnz, 2]
+    ray_transforms: Tensor,  # [..., N, 3, 3] or [nnz, 3, 3]
+    colors: Tensor,  # [..., N, channels] or [nnz, channels]
+    opacities: Tensor,  # [..., N] or [nnz]
+    normals: Tensor,  # [..., N, 3] or [nnz, 3]
+    densify: Tensor,  # [..., N, 2] or [nnz, 2]
+    image_width: int,
+    image_height: int,
+    tile_size: int,
+    isect_offsets: Tensor,  # [..., tile_height, tile_width]
+    flatten_ids: Tensor,  # [n_isects]
+    backgrounds: Optional[Tensor] = None,  # [..., channels]
+    masks: Optional[Tensor] = None,  # [..., tile_height, tile_width]
+    packed: bool = False,
+    absgrad: bool = False,
+    distloss: bool = False,
+    config: Optional[LPTConfig] = None,
+) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Optional[FramePlan]]:
+    """gsplat's rasterize_to_pixels_2dgs on our kernels: (render_colors, render_alphas, render_normals,
+    render_distort, render_median, plan)."""
+    config = config or LPTConfig()
+    if not isinstance(config, LPTConfig):
+        raise TypeError(f"config must be a gsplat_lpt.LPTConfig, got {type(config).__name__}")
+    frame = Frame2DGS(means2d, ray_transforms, colors, opacities, normals, densify, backgrounds, masks, image_width,
+                      image_height, tile_size, isect_offsets, flatten_ids, packed)
+    grad = frontend.needs_grad(frame.means2d, frame.ray_transforms, frame.colors, frame.opacities, frame.normals,
+                               frame.densify, frame.backgrounds)
+    if grad:
+        holder: list = []
+        render_colors, render_alphas, render_normals, render_distort, render_median = \
+            _LPTRasterizeToPixels2DGS.apply(
+                frame.means2d, frame.ray_transforms, frame.colors, frame.opacities, frame.normals, frame.densify,
+                frame.backgrounds, masks, frame.inter.image_width, frame.inter.image_height, frame.inter.tile_size,
+                isect_offsets.contiguous(), frame.inter.flatten_ids, absgrad, distloss, frame, config, holder)
+        plan = holder[0]
+    else:  # inference: no autograd bookkeeping on the per-frame path
+        allowed, reason = frontend.chunking_rule(VARIANT, config, False)
+        render_colors, render_alphas, render_normals, render_distort, render_median, _, _, plan = \
+            frame.render(config, allowed, reason)
+    render_colors = unpad_colors(render_colors, frame.padding)
+    return render_colors, render_alphas, render_normals, render_distort, render_median, plan
+
+
+def rasterize_to_pixels_2dgs(*args, config: Optional[LPTConfig] = None, return_stats: bool = False, **kwargs):
+    """gsplat's `rasterize_to_pixels_2dgs`, scheduled by the LPT backend (same signature, plus `config`).
+
+    Returns (render_colors, render_alphas, render_normals, render_distort, render_median), plus the schedule
+    report (the mapping `meta["lpt"]` holds) when `return_stats` is True."""
+    *outputs, plan = rasterize_with_plan(*args, config=config, **kwargs)
+    if return_stats:
+        report = plan.report() if plan is not None else dict(frontend.empty_report(VARIANT, config or LPTConfig(),
+                                                                                    "no images"))
+        return (*outputs, report)
+    return tuple(outputs)
+
+
+VARIANT = register(Variant(
+    name="2dgs",
+    gsplat_function="rasterize_to_pixels_2dgs",
+    kernel_source="blend_2dgs.cu",
+    traits="Surfel2DGS",
+    staged_bytes=64,
+    params_struct=Params2DGS,
+    outputs_struct=Outputs2DGS,
+    partial_floats=lambda channels: channels + PARTIAL_EXTRA_FLOATS,
+    outputs=(OutputSpec("render_colors", True), OutputSpec("render_alphas", True), OutputSpec("render_normals", True),
+             OutputSpec("render_distort", True), OutputSpec("render_median", True),
+             OutputSpec("last_ids", False, backward_only=True), OutputSpec("median_ids", True, backward_only=True)),
+    rasterize=rasterize_with_plan,
+    compile_options=compile_options,
+))
