@@ -121,7 +121,7 @@ def _make_dispatcher(function_name: str, original: Callable) -> Callable:
         if wants_report():
             from .frontend import ScheduleReport, empty_report
 
-            record_schedule(ScheduleReport(plan) if plan is not None
+            record_schedule(ScheduleReport(plan.snapshot()) if plan is not None  # still right after later frames
                             else empty_report(variant, choice.config, "no images"))
         return tuple(outputs)
 

@@ -305,12 +305,28 @@ class FramePlan:
     def concurrent_ctas(self) -> int:
         return self.rasterizer.concurrent_ctas
 
-    def report(self) -> Dict:
-        """The schedule facts of `meta["lpt"]` (waits for the plan, then copies a few words)."""
+    def snapshot(self) -> "FramePlan":
+        """Copies this frame's schedule words to page-locked host memory without waiting (on the frame's
+        stream), so that `report()` still describes this frame after later frames reuse the workspace."""
         ws = self.workspace
-        schedule = ws.schedule.tolist()
-        total_length, total_cost = ws.total[:2].tolist()
-        predicted = ws.predicted.tolist()
+        self._copies = tuple(t.to("cpu", non_blocking=True) for t in (ws.schedule, ws.total[:2], ws.predicted))
+        self._copied = torch.cuda.Event()
+        self._copied.record(self.stream)
+        return self
+
+    def report(self) -> Dict:
+        """The schedule facts of `meta["lpt"]`: from the snapshot if one was taken, else from the workspace
+        (which describes this frame until the next plan on the same stream)."""
+        ws = self.workspace
+        if getattr(self, "_copies", None) is not None:
+            self._copied.synchronize()
+            schedule, totals, predicted = (t.tolist() for t in self._copies)
+        else:
+            if self.frame_index != ws.planned_frame:
+                raise RuntimeError("this FramePlan's report was not kept (FramePlan.snapshot) and the rasterizer has "
+                                   "planned another frame since")
+            schedule, totals, predicted = ws.schedule.tolist(), ws.total[:2].tolist(), ws.predicted.tolist()
+        total_length, total_cost = totals
         word = constants.SCHEDULE
         max_cost = schedule[word["max_cost"]]
         K = self.concurrent_ctas
@@ -322,7 +338,7 @@ class FramePlan:
             "total_workload": total_length,
             "predicted_total_cost": total_cost,
             "max_workload": max_cost,
-            "imbalance": 0.0 if total_cost == 0 else max_cost / (total_cost / K),
+            "imbalance": 0.0 if total_length == 0 else max_cost / (total_length / K),
             "nonempty_items": schedule[word["nonempty_items"]],
             "chunked_tiles": schedule[word["chunked_tiles"]],
             "chunk_count": schedule[word["chunk_count"]],

@@ -188,7 +188,7 @@ CASES = [
     ("pinhole", "pinhole", False, None, (), 1, 160, 96, 16, 0),
     ("pinhole-odd-size-2cams", "pinhole", False, None, (), 2, 123, 77, 16, 0),
     ("pinhole-tile8", "pinhole", False, None, (), 1, 100, 60, 8, 0),
-    ("pinhole-tile32", "pinhole", False, None, (), 1, 130, 70, 32, 0),
+    # (no tile size 32: gsplat's own eval3d kernel cannot launch 1024 threads, "too many resources requested")
     ("pinhole-distorted", "pinhole", True, None, (), 2, 160, 96, 16, 0),
     ("pinhole-heavy-tile", "pinhole", False, None, (), 1, 200, 120, 16, 8000),
     ("fisheye", "fisheye", False, None, (), 1, 160, 120, 16, 0),

@@ -71,7 +71,7 @@ def test_plan_kernels_match_the_torch_oracle(seed):
             assert schedule[constants.SCHEDULE["wanted_chunk_units"]] == oracle.choice.wanted_chunk_units
             assert report["predicted_cost"] == oracle.choice.predicted_cost  # same float64 operations
             K = rasterizer.concurrent_ctas
-            hopeless = oracle.total_cost / K > (1 - mode_config.min_gain) * oracle.choice.predicted_cost_lpt
+            hopeless = oracle.total_workload / K > (1 - mode_config.min_gain) * oracle.choice.predicted_cost_lpt
             if not hopeless:  # the policy searched: the head is sorted exactly
                 head = oracle.head
                 assert torch.equal(ws.lpt_order[:head].cpu().long(), oracle.lpt_order[:head])
@@ -91,9 +91,24 @@ def test_saturation_feedback_orders_by_the_previous_stop_depth():
     frame = project(*random_gaussians(3000, seed=4, cluster=-20000), *cameras(1, 208, 120), 208, 120)
     config = LPTConfig(mode="auto")
     _, (_, _, _, first) = render(frame, config)
+    first = first.report()  # before the next frame reuses the workspace
     _, (colors, _, _, second) = render(frame, config)
-    assert not first.report()["saturation_feedback"] and second.report()["saturation_feedback"]
-    assert second.report()["predicted_total_cost"] < first.report()["predicted_total_cost"]
+    second = second.report()
+    assert not first["saturation_feedback"] and second["saturation_feedback"]
+    assert second["predicted_total_cost"] < first["predicted_total_cost"]
+
+
+def test_meta_describes_its_own_frame_after_later_frames():
+    """meta["lpt"] is read lazily: it keeps its frame's facts even when read after the next frame."""
+    import gsplat
+
+    means, quats, scales, opacities = random_gaussians(2000, seed=14, cluster=4000)
+    colors = torch.rand(means.shape[0], 3, device="cuda")
+    viewmats, Ks = cameras(1, 176, 112)
+    metas = [gsplat.rasterization(means, quats, scales, opacities, colors, viewmats, Ks, 176, 112, backend="lpt",
+                                  lpt_config=LPTConfig(mode=mode))[2] for mode in ("chunk", "lpt")]
+    assert metas[0]["lpt"]["mode"] == "chunk" and metas[0]["lpt"]["chunked_tiles"] > 0
+    assert metas[1]["lpt"]["chunked_tiles"] == 0
     ref_colors, _, _ = gsplat_forward(frame)
     assert psnr(colors, ref_colors) >= 76.0
 

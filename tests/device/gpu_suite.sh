@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-grid] [baseline] [calibrate] [cli-bench] [omnire] [multi-gpu] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-grid] [baseline] [calibrate] [cli-bench] [omnire] [multi-gpu] [sm-activity] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -69,6 +69,13 @@ for stage in $stages; do
       bash tests/device/multi_gpu.sh "$OUT/multi_gpu" > "$OUT/multi_gpu.log" 2>&1
       summary+=("multi-gpu: $(tail -1 "$OUT/multi_gpu.log")")
       grep -E "^(ok|FAIL) " "$OUT/multi_gpu.log" | head -40
+      ;;
+    sm-activity)
+      # SM activity of gsplat's kernel and ours per frame (Nsight Compute, clocks left alone)
+      ncu --clock-control none --profile-from-start off --csv --page raw \
+        --metrics sm__cycles_active.avg,sm__cycles_elapsed.avg,gpu__time_duration.sum \
+        python3 tests/device/sm_activity.py ${SM_FRAMES:+--frames $SM_FRAMES} > "$OUT/ncu.csv" 2> "$OUT/ncu_windows.txt"
+      python3 tests/device/sm_activity.py --summarize "$OUT/ncu.csv" "$OUT/ncu_windows.txt" | tee "$OUT/sm_activity.txt"
       ;;
     pack)
       (cd "$OUT" && tar czf results.tgz --exclude=results.tgz calibration bench omnire 2>/dev/null; ls -la)
