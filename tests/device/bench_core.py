@@ -232,6 +232,38 @@ def measure(name, frame, repeats, fixed_grid, policy=None):
     return row
 
 
+def plot(rows, path: Path, before=None) -> None:
+    """Speedup over gsplat's blend against imbalance (log-log), our modes now and, given, before."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    series = [("auto", rows, "auto", "o", "C0"), ("lpt", rows, "lpt", "s", "C1")]
+    if before:
+        series.append(("auto, before", before, "auto", "x", "C7"))
+    for label, data, mode, marker, color in series:
+        xs = [max(r["imbalance"], 0.05) for r in data]
+        ys = [r["vanilla_ms"] / r["modes"][mode]["ms"] for r in data]
+        ax.scatter(xs, ys, label=label, marker=marker, color=color)
+    for r in rows:
+        ax.annotate(r["frame"].replace("ladder:", "").split(" (")[0], (max(r["imbalance"], 0.05),
+                    r["vanilla_ms"] / r["modes"]["auto"]["ms"]), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.yaxis.set_major_formatter(plain)
+    ax.set_xlabel("imbalance = heaviest tile / (N_total / K)")
+    ax.set_ylabel("speedup over gsplat's blend")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
@@ -242,7 +274,15 @@ def main() -> None:
     parser.add_argument("--real", nargs="*", default=["bonsai", "garden"])
     parser.add_argument("--fixed-grid", action="store_true")
     parser.add_argument("--calibration", type=Path, help="calibration.json of `gsplat-lpt calibrate`: auto uses its fit")
+    parser.add_argument("--plot", nargs="+", type=Path, metavar=("JSON", "BEFORE_JSON"),
+                        help="only draw speedup_vs_imbalance.png from a result file (and an earlier one) into --out")
     args = parser.parse_args()
+    if args.plot:
+        rows = json.loads(args.plot[0].read_text())
+        before = json.loads(args.plot[1].read_text()) if len(args.plot) > 1 else None
+        args.out.mkdir(parents=True, exist_ok=True)
+        plot(rows, args.out / "speedup_vs_imbalance.png", before)
+        return
     policy = None
     if args.calibration is not None and args.calibration.is_file():
         fit = json.loads(args.calibration.read_text())["fit"]
