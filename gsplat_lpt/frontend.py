@@ -32,6 +32,18 @@ def as_size(name: str, value: Any) -> int:
     return int(value)
 
 
+def image_sizes(width: Any, height: Any, tile_size: Any, isect_offsets: Any) -> Tuple[int, int, int]:
+    """The checks every variant starts with: positive integer sizes and int32 [..., tile_height, tile_width]
+    offsets with image dims. Returns the sizes as ints."""
+    width, height = as_size("image_width", width), as_size("image_height", height)
+    tile_size = as_size("tile_size", tile_size)
+    require_tensor("isect_offsets", isect_offsets, torch.int32)
+    if isect_offsets.dim() < 3:
+        raise LPTInputError(f"isect_offsets must be [..., tile_height, tile_width] with image dims, "
+                            f"got {tuple(isect_offsets.shape)}")
+    return width, height, tile_size
+
+
 def require_tensor(name: str, value: Any, dtype: torch.dtype) -> Tensor:
     if not isinstance(value, Tensor):
         raise LPTInputError(f"{name} must be a torch.Tensor, got {type(value).__name__}")

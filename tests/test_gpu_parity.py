@@ -1,6 +1,6 @@
 """GPU: our kernels against gsplat's own CUDA kernel, on the same projected inputs.
 
-Contract (BRIEF): mode "lpt" equals gsplat (max abs diff <= 1e-6; we also check last_ids);
+Contract: mode "lpt" equals gsplat (max abs diff <= 1e-6; we also check last_ids);
 chunked modes >= 76 dB PSNR on every frame; gradients equal gsplat's.
 """
 

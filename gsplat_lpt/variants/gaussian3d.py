@@ -140,14 +140,8 @@ class Frame3DGS:
     def _validate(self, means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size,
                   isect_offsets, flatten_ids, packed):
         """Every check, each error naming its argument (the device check last)."""
-        width = frontend.as_size("image_width", width)
-        height = frontend.as_size("image_height", height)
-        tile_size = frontend.as_size("tile_size", tile_size)
+        width, height, tile_size = frontend.image_sizes(width, height, tile_size, isect_offsets)
         rows, channels = validate(means2d, conics, colors, opacities, backgrounds, masks, packed)
-        require_tensor("isect_offsets", isect_offsets, torch.int32)
-        if isect_offsets.dim() < 3:
-            raise LPTInputError(f"isect_offsets must be [..., tile_height, tile_width] with image dims, "
-                                f"got {tuple(isect_offsets.shape)}")
         _check_image_dims(means2d, isect_offsets, backgrounds, channels, packed)
         self.inter = frontend.intersections(isect_offsets, flatten_ids, masks, width, height, tile_size, rows)
         self.device = frontend.require_one_cuda_device(
