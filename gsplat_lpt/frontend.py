@@ -189,5 +189,14 @@ def empty_report(variant, config: LPTConfig, reason: str) -> ScheduleReport:
                                  "chunking_disabled_reason": reason})
 
 
+def with_report(variant, outputs: Tuple, plan: Optional[FramePlan], config: Optional[LPTConfig],
+                return_stats: bool) -> Tuple:
+    """A variant's public return: gsplat's outputs, plus the schedule report when `return_stats` is True."""
+    if not return_stats:
+        return tuple(outputs)
+    report = plan.report() if plan is not None else dict(empty_report(variant, config or LPTConfig(), "no images"))
+    return (*outputs, report)
+
+
 def image_dims_of(isect_offsets: Tensor) -> Sequence[int]:
     return tuple(isect_offsets.shape[:-2])

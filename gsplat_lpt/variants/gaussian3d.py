@@ -241,11 +241,7 @@ def rasterize_to_pixels(*args, config: Optional[LPTConfig] = None, return_stats:
     Returns (render_colors [..., H, W, channels], render_alphas [..., H, W, 1]), plus the schedule report
     (the mapping `meta["lpt"]` holds) when `return_stats` is True."""
     render_colors, render_alphas, plan = rasterize_with_plan(*args, config=config, **kwargs)
-    if return_stats:
-        report = plan.report() if plan is not None else dict(frontend.empty_report(VARIANT, config or _DEFAULT_CONFIG,
-                                                                                    "no images"))
-        return render_colors, render_alphas, report
-    return render_colors, render_alphas
+    return frontend.with_report(VARIANT, (render_colors, render_alphas), plan, config, return_stats)
 
 
 VARIANT = register(Variant(

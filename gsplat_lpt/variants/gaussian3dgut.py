@@ -394,11 +394,7 @@ def rasterize_to_pixels_eval3d(*args, config: Optional[LPTConfig] = None, return
     Returns (render_colors [..., C, H, W, channels], render_alphas [..., C, H, W, 1]), plus the schedule
     report (the mapping `meta["lpt"]` holds) when `return_stats` is True."""
     render_colors, render_alphas, plan = rasterize_with_plan(*args, config=config, **kwargs)
-    if return_stats:
-        report = plan.report() if plan is not None else dict(frontend.empty_report(VARIANT, config or LPTConfig(),
-                                                                                    "no images"))
-        return render_colors, render_alphas, report
-    return render_colors, render_alphas
+    return frontend.with_report(VARIANT, (render_colors, render_alphas), plan, config, return_stats)
 
 
 VARIANT = register(Variant(

@@ -253,11 +253,7 @@ def rasterize_to_pixels_2dgs(*args, config: Optional[LPTConfig] = None, return_s
     Returns (render_colors, render_alphas, render_normals, render_distort, render_median), plus the schedule
     report (the mapping `meta["lpt"]` holds) when `return_stats` is True."""
     *outputs, plan = rasterize_with_plan(*args, config=config, **kwargs)
-    if return_stats:
-        report = plan.report() if plan is not None else dict(frontend.empty_report(VARIANT, config or LPTConfig(),
-                                                                                    "no images"))
-        return (*outputs, report)
-    return tuple(outputs)
+    return frontend.with_report(VARIANT, outputs, plan, config, return_stats)
 
 
 VARIANT = register(Variant(

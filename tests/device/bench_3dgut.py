@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -23,7 +22,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_core import psnr, time_interleaved  # noqa: E402  (the 3DGS benchmark's, shared)
 from gsplat_lpt import LPTConfig  # noqa: E402
 from gsplat_lpt.hook import original  # noqa: E402
 from gsplat_lpt.scenes import make_scene  # noqa: E402
@@ -73,28 +74,6 @@ def fisheye_rig_frame(recipe, width, height, scale, rolling=True):
     label = f"{recipe} scene, 3-camera fisheye rig" + (", rolling shutter" if rolling else "")
     return label, project(scene.means, scene.quats, scene.scales, scene.opacities, scene.colors, viewmats.cuda(),
                           K.repeat(C, 1, 1).cuda(), width, height, camera)
-
-
-def psnr(a, b) -> float:
-    mse = float(((a - b) ** 2).mean())
-    return math.inf if mse == 0 else 10 * math.log10(1.0 / mse)
-
-
-def time_interleaved(calls, runs, warmup=3):
-    for _ in range(warmup):
-        for call in calls.values():
-            call()
-    torch.cuda.synchronize()
-    times = {name: [] for name in calls}
-    for _ in range(runs):
-        for name, call in calls.items():
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            call()
-            stop.record()
-            stop.synchronize()
-            times[name].append(start.elapsed_time(stop))
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def measure(label, frame, runs):
