@@ -159,30 +159,47 @@ def reduce_chunks(partial_colors: Tensor, partial_T: Tensor, partial_done: Tenso
     return color, T
 
 
-def cull_extent(conics: Tensor, opacities: Tensor) -> Tuple[Tensor, Tensor]:
-    """kernels/blend_3dgs.cu cull_extent in float32: half width and height of the axis-aligned box around the
-    mean outside which gsplat's alpha stays below 1/255 (+inf: never culled; -1: always culled). [M], [M]"""
+def cull_bound(conics: Tensor, opacities: Tensor) -> Tuple[Tensor, Tensor]:
+    """kernels/blend_3dgs.cu cull_bound in float32: the bound on sigma that the cull test compares against,
+    and the half height of the band of rows around the mean where alpha can reach 1/255 (+inf: never
+    culled; -1: always culled). [M], [M]"""
     f32 = torch.float32
     a, b, c = conics[:, 0].to(f32), conics[:, 1].to(f32), conics[:, 2].to(f32)
     limit = torch.log(opacities.to(f32) * 255.0)
     padded = (limit + 1e-5 * (1.0 + torch.clamp_max(limit.abs(), 1e30))) * 1.003  # ln 0 = -inf stays -inf
     det = a * c - b * b
-    safe = (a > 0) & (c > 0) & (b * b <= 0.998 * (a * c)) & (det > 0) & ~torch.isnan(padded)
-    x = torch.sqrt(2.0 * padded * c / det) * 1.001 + 0.01
-    y = torch.sqrt(2.0 * padded * a / det) * 1.001 + 0.01
+    safe = ((a > 0) & (c > 0) & (a < 1e20) & (c < 1e20) & (b * b <= 0.998 * (a * c)) & (det > 0)
+            & ~torch.isnan(padded))
+    bound = padded * 1.002
+    band = torch.sqrt(2.0 * padded * a / det) * 1.001 + 0.01
     never = torch.full_like(a, -1.0)
-    x = torch.where(padded >= 0, x, never)
-    y = torch.where(padded >= 0, y, never)
+    bound = torch.where(padded >= 0, bound, never)
+    band = torch.where(padded >= 0, band, never)
     infinite = torch.full_like(a, math.inf)
-    return torch.where(safe, x, infinite), torch.where(safe, y, infinite)
+    return torch.where(safe, bound, infinite), torch.where(safe, band, infinite)
 
 
 def may_contribute(means2d: Tensor, conics: Tensor, opacities: Tensor, box: Tuple[float, float, float, float]) -> Tensor:
-    """The 3DGS cull bound of kernels/blend_3dgs.cu in float32 PyTorch: False only where the Gaussian cannot
-    reach alpha >= 1/255 at any pixel centre of the box (x0, x1, y0, y1 of pixel centres). [M] bool"""
-    extent_x, extent_y = cull_extent(conics, opacities)
-    x, y = means2d[:, 0].to(torch.float32), means2d[:, 1].to(torch.float32)
+    """The 3DGS cull test of kernels/blend_3dgs.cu in float32 PyTorch: False only where the Gaussian cannot
+    reach alpha >= 1/255 at any pixel centre of the box (x0, x1, y0, y1 of pixel centres): per row of
+    centres, sigma at the two centres around the vertex of the row's parabola. [M] bool"""
+    f32 = torch.float32
+    limit, band = cull_bound(conics, opacities)
+    x, y = means2d[:, 0].to(f32), means2d[:, 1].to(f32)
+    limit = torch.where((x.abs() < 1e7) & (y.abs() < 1e7), limit, torch.full_like(limit, 1e30))
+    a, b, c = conics[:, 0].to(f32), conics[:, 1].to(f32), conics[:, 2].to(f32)
     x0, x1, y0, y1 = box
-    dx = x - torch.clamp(x, x0, x1)
-    dy = y - torch.clamp(y, y0, y1)
-    return ~((dx.abs() > extent_x) | (dy.abs() > extent_y))
+    slope = b / a
+    kept = torch.zeros_like(x, dtype=torch.bool)
+    py = y0
+    while py <= y1:
+        dy = y - py
+        vertex = torch.clamp(x + slope * dy, x0, x1)
+        px0 = torch.clamp(torch.floor(vertex - 0.5) + 0.5, min=x0)
+        px1 = torch.clamp(px0 + 1.0, max=x1)
+        dx0, dx1 = x - px0, x - px1
+        q0 = 0.5 * (a * dx0 * dx0 + c * dy * dy) + b * dx0 * dy
+        q1 = 0.5 * (a * dx1 * dx1 + c * dy * dy) + b * dx1 * dy
+        kept |= (~(q0 > limit) | ~(q1 > limit)) & ~(dy.abs() > band)
+        py += 1.0
+    return kept | ~(limit < 1e30)

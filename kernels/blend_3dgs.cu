@@ -18,8 +18,9 @@ struct Gaussian3DGS {
         int* last_ids;         // [I, H, W]
     };
     struct alignas(16) Staged {
-        float4 xy_opacity_extent;  // mean x, y, opacity, half width of the box where alpha can reach 1/255
-        float4 conic_extent;       // a, b, c of sigma = a dx^2 / 2 + b dx dy + c dy^2 / 2, half height of that box
+        float4 xy_opacity_limit;  // mean x, y, opacity, the cull test's bound on sigma (see cull_bound)
+        float4 conic_extent;      // a, b, c of sigma = a dx^2 / 2 + b dx dy + c dy^2 / 2, half height of the
+                                  // band of rows where alpha can reach 1/255
     };
     struct Pixel {
         float px, py;
@@ -30,49 +31,49 @@ struct Gaussian3DGS {
         return Pixel{px, py};
     }
 
-    // The cull bound, computed once per staged Gaussian: the axis-aligned box around the mean outside which
-    // gsplat's alpha stays below 1/255. gsplat blends a Gaussian at a pixel only if opac * __expf(-sigma) >=
-    // 1/255, i.e. sigma <= L = ln(255 opac) up to rounding: __expf, logf and 1/255 in float are each within
-    // 1e-6 of exact, so sigma <= L' = (L + 1e-5 (1 + |L|)) (1 + 3e-3) holds for every pixel it blends, the
-    // factor covering gsplat's float sigma: its rounding is a few ulps of the term magnitude M = (a dx^2 +
-    // c dy^2) / 2 + |b dx dy|, and M <= 2 sigma / (1 - |rho|) <= 2000 sigma where rho = b / sqrt(ac) is kept
-    // within 0.999. The ellipse sigma <= L' lies in the box |dx| <= sqrt(2 L' c / det), |dy| <= sqrt(2 L' a /
-    // det), det = ac - b^2 (the diagonal of the inverse conic); computed in float, the box is widened by
-    // 1e-3 relative and 0.01 px (a pixel centre's float offset from the mean is within 1e-3 px of exact
-    // below 8192 px). Conics that are not positive definite, nearly degenerate, or not finite get an
-    // infinite box (never culled), and so does a NaN opacity (gsplat blends it: min(0.999f, NaN) is 0.999);
-    // L' < 0 (opacity below 1/255) gets an empty one (always culled).
-    static __device__ float2 cull_extent(float a, float b, float c, float opacity) {
+    // The cull bound, computed once per staged Gaussian. gsplat blends a Gaussian at a pixel only if
+    // opac * __expf(-sigma) >= 1/255, i.e. sigma <= L = ln(255 opac) up to rounding: __expf, logf and 1/255
+    // in float are each within 1e-6 of exact, so the exact quadratic form q(d) = (a dx^2 + c dy^2) / 2 +
+    // b dx dy at gsplat's float offset d is <= L' = (L + 1e-5 (1 + |L|)) (1 + 3e-3) at every pixel it blends,
+    // the factor covering gsplat's float sigma: its rounding is a few ulps of the term magnitude M =
+    // (a dx^2 + c dy^2) / 2 + |b dx dy|, and M <= 2 q / (1 - |rho|) <= 2000 q where rho = b / sqrt(ac) is kept
+    // within 0.999. Returned: .x = L' (1 + 2e-3), the bound may_contribute compares its own float minimum
+    // of q against (that minimum is within 5e-4 relative of exact, by the same argument); .y = the half
+    // height sqrt(2 L' a / det) of the ellipse q <= L' (det = ac - b^2), widened by 1e-3 relative and
+    // 0.01 px, outside which no row can be reached. Conics that are not positive definite, nearly
+    // degenerate, huge or not finite, and a NaN opacity (gsplat blends it: min(0.999f, NaN) is 0.999), give
+    // an infinite bound (never culled); L' < 0 (opacity below 1/255) gives -1 (always culled).
+    static __device__ float2 cull_bound(float a, float b, float c, float opacity) {
         const float limit = logf(opacity * 255.0f);
         const float padded = (limit + 1e-5f * (1.f + fminf(fabsf(limit), 1e30f))) * 1.003f;  // ln 0 = -inf stays
         const float det = a * c - b * b;
         const float infinite = __int_as_float(0x7f800000);
-        // NaN opacity: gsplat's min(0.999f, NaN) is 0.999, so such a Gaussian is blended: never culled
-        if (!(a > 0.f && c > 0.f && b * b <= 0.998f * (a * c) && det > 0.f) || padded != padded)
+        if (!(a > 0.f && c > 0.f && a < 1e20f && c < 1e20f && b * b <= 0.998f * (a * c) && det > 0.f) ||
+            padded != padded)
             return make_float2(infinite, infinite);
         if (padded < 0.f) return make_float2(-1.f, -1.f);
-        const float x = sqrtf(2.f * padded * c / det), y = sqrtf(2.f * padded * a / det);
-        return make_float2(x * 1.001f + 0.01f, y * 1.001f + 0.01f);
+        return make_float2(padded * 1.002f, sqrtf(2.f * padded * a / det) * 1.001f + 0.01f);
     }
 
     static __device__ void stage(const Params& p, int g, Staged& s) {
         const float2 xy = p.means2d[g];
         const float opacity = p.opacities[g];
         const float3 conic = p.conics[g];
-        const float2 extent = cull_extent(conic.x, conic.y, conic.z, opacity);
-        s.xy_opacity_extent = make_float4(xy.x, xy.y, opacity, extent.x);
-        s.conic_extent = make_float4(conic.x, conic.y, conic.z, extent.y);
+        float2 bound = cull_bound(conic.x, conic.y, conic.z, opacity);
+        if (!(fabsf(xy.x) < 1e7f && fabsf(xy.y) < 1e7f)) bound = make_float2(1e30f, 1e30f);  // never culled
+        s.xy_opacity_limit = make_float4(xy.x, xy.y, opacity, bound.x);
+        s.conic_extent = make_float4(conic.x, conic.y, conic.z, bound.y);
     }
 
-    static __device__ void stage_inert(Staged& s) {  // opacity 0 and an empty box
-        s.xy_opacity_extent = make_float4(0.f, 0.f, 0.f, -1.f);
+    static __device__ void stage_inert(Staged& s) {  // opacity 0, never reaches a pixel
+        s.xy_opacity_limit = make_float4(0.f, 0.f, 0.f, -1.f);
         s.conic_extent = make_float4(1.f, 0.f, 1.f, -1.f);
     }
 
     // Same expression, operand for operand, as gsplat's forward kernel: bitwise-equal alphas.
     static __device__ bool evaluate(const Staged& s, const Pixel& pixel, float& alpha) {
         const float4 conic = s.conic_extent;
-        const float4 xy_opac = s.xy_opacity_extent;
+        const float4 xy_opac = s.xy_opacity_limit;
         const float opac = xy_opac.z;
         const float2 delta = {xy_opac.x - pixel.px, xy_opac.y - pixel.py};
         const float sigma =
@@ -81,12 +82,31 @@ struct Gaussian3DGS {
         return !(sigma < 0.f || alpha < lpt::kAlphaThreshold);
     }
 
-    // Whether the box around the mean overlaps the box of pixel centres (NaN extents: kept).
+    // Whether q can be <= the bound at a pixel centre of the box. The box's centres lie on its rows (y0,
+    // y0 + 1, ..., y1), at columns x0, x0 + 1, ..., x1. On a row, q is a parabola in the column with its
+    // vertex at x + (b / a) dy; of a row's centres, the nearest to the vertex has the least q, and it is one of
+    // the two centres around the computed vertex (clamped to the row) whenever the vertex is computed within
+    // half a pixel (its float error is far below that). q is evaluated at those two centres with gsplat's own
+    // float offsets (x - px, y - py) and expression, so it is gsplat's sigma up to contraction, within the
+    // 2e-3 margin of the bound. A row outside the band of reachable rows is skipped; a Gaussian that no row
+    // can reach is culled.
     static __device__ bool may_contribute(const Staged& s, const lpt::PixelBox& box) {
-        const float x = s.xy_opacity_extent.x, y = s.xy_opacity_extent.y;
-        const float dx = x - fminf(fmaxf(x, box.x0), box.x1);
-        const float dy = y - fminf(fmaxf(y, box.y0), box.y1);
-        return !(fabsf(dx) > s.xy_opacity_extent.w || fabsf(dy) > s.conic_extent.w);
+        const float x = s.xy_opacity_limit.x, y = s.xy_opacity_limit.y, limit = s.xy_opacity_limit.w;
+        const float a = s.conic_extent.x, b = s.conic_extent.y, c = s.conic_extent.z, band = s.conic_extent.w;
+        if (!(limit < 1e30f)) return true;  // not bounded
+        if (fabsf(y - fminf(fmaxf(y, box.y0), box.y1)) > band) return false;  // also limit < 0: band < 0
+        const float slope = __fdividef(b, a);
+        for (float py = box.y0; py <= box.y1; py += 1.f) {
+            const float dy = y - py;
+            if (fabsf(dy) > band) continue;
+            const float vertex = fminf(fmaxf(x + slope * dy, box.x0), box.x1);
+            const float px0 = fmaxf(floorf(vertex - 0.5f) + 0.5f, box.x0), px1 = fminf(px0 + 1.f, box.x1);
+            const float dx0 = x - px0, dx1 = x - px1;
+            const float q0 = 0.5f * (a * dx0 * dx0 + c * dy * dy) + b * dx0 * dy;
+            const float q1 = 0.5f * (a * dx1 * dx1 + c * dy * dy) + b * dx1 * dy;
+            if (!(q0 > limit) || !(q1 > limit)) return true;
+        }
+        return false;
     }
     static constexpr bool kHasCullBound = true;
 

@@ -98,3 +98,58 @@ def test_faint_gaussians_are_dropped_even_on_top_of_the_box():
     conics = torch.tensor([[0.1, 0.0, 0.1]] * 2)
     opacities = torch.tensor([ALPHA_THRESHOLD * 0.99, 0.0])
     assert not torch.any(may_contribute(means2d, conics, opacities, box))
+
+
+def test_tilted_needle_beside_the_box_is_dropped():
+    """A thin Gaussian tilted at 45 degrees, its long axis passing beside the box's corner: its bounding box
+    covers the corner, the ellipse does not; the row test drops it (a box test would keep it)."""
+    box = (0.5, 15.5, 0.5, 1.5)
+    # long axis along x = y through (20, 0): along it sigma is small, across it large
+    a = c = 1.0
+    b = -0.998  # q = (a dx^2 + c dy^2) / 2 + b dx dy: small along dx = dy
+    means2d = torch.tensor([[15.5 + 6.0, 1.5 - 6.0 + 4.0]])  # the diagonal through it misses (15.5, 1.5) by ~2.8 px
+    conics = torch.tensor([[a, b, c]])
+    opacities = torch.tensor([0.9])
+    px, py = box_pixels(box)
+    assert not bool((gsplat_alpha(means2d, conics, opacities, px, py) > 0).any())
+    assert not bool(may_contribute(means2d, conics, opacities, box)[0])
+
+
+@pytest.mark.parametrize("box", BOXES)
+def test_the_test_is_tight_for_well_conditioned_conics(box):
+    """Among Gaussians with |rho| < 0.99 and opacity well above 1/255, almost all that the test keeps do reach
+    alpha >= 1/255 somewhere in the box (the margins cost under 0.5% of the kept ones)."""
+    means2d, conics, opacities = edge_gaussians(box, 4000, 7)
+    a, b, c = conics.unbind(-1)
+    usable = (b.abs() < 0.99 * torch.sqrt(a * c)) & (opacities > 0.01)
+    kept = may_contribute(means2d, conics, opacities, box) & usable
+    px, py = box_pixels(box)
+    reached = (gsplat_alpha(means2d, conics, opacities, px, py) > 0).any(dim=1)
+    assert int(kept.sum()) > 200
+    assert float((kept & ~reached).sum()) <= 0.005 * float(kept.sum())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sharp_gaussians_between_pixel_centres(seed):
+    """Small, sharp Gaussians with means on, near, and halfway between pixel centres, in and around a box, with
+    opacities near the threshold: where a row's parabola has its vertex between two centres, the test must
+    look at the right centre."""
+    g = torch.Generator().manual_seed(seed)
+    box = (0.5, 15.5, 0.5, 1.5)
+    count = 20000
+    base = torch.randint(-3, 19, (count, 2), generator=g).float()
+    frac = torch.tensor([0.0, 0.5, 1.0])[torch.randint(0, 3, (count, 2), generator=g)]
+    jitter = (torch.rand(count, 2, generator=g) - 0.5) * torch.tensor([0.0, 1e-6, 1e-3, 0.1])[
+        torch.randint(0, 4, (count, 1), generator=g)]
+    means2d = base + frac + jitter
+    scale = 10 ** (torch.rand(count, generator=g) * 3)  # conics 1 .. 1000: sub-pixel to ~1 px
+    a = scale * (torch.rand(count, generator=g) + 0.05)
+    c = scale * (torch.rand(count, generator=g) + 0.05)
+    b = (torch.rand(count, generator=g) * 2 - 1) * 0.99 * torch.sqrt(a * c)
+    opacities = torch.rand(count, generator=g) * 0.999 + 1e-3
+    conics = torch.stack([a, b, c], -1)
+    kept = may_contribute(means2d, conics, opacities, box)
+    px, py = box_pixels(box)
+    reached = (gsplat_alpha(means2d, conics, opacities, px, py) > 0).any(dim=1)
+    assert not bool((reached & ~kept).any()), "a dropped Gaussian reaches alpha >= 1/255 in the box"
+    assert int(reached.sum()) > 1000 and int((~kept).sum()) > 1000
