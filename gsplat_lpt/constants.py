@@ -69,7 +69,7 @@ HEAD_CAPACITY = 2048
 PLAN_THREADS = 1024  # threads per CTA of the plan kernels, one work item each
 MAX_CHUNK_COUNTS = 8  # candidate k values the auto policy searches
 
-# Blending: at most this many Gaussians are staged per batch (per-warp cull lists index them in a byte).
+# Blending: at most this many Gaussians are staged per batch (gsplat stages one per thread of a 16 x 16 tile).
 MAX_BATCH = 256
 MAX_TILE_SIZE = 32  # 1024 threads per CTA
 

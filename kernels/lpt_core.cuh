@@ -224,23 +224,24 @@ struct RewalkPixel {
 };
 
 // Dynamic shared memory of a blending CTA: one batch of staged Gaussians, their (Gaussian id, list
-// position), the warps each can reach, and one list per warp of those that can reach its pixels.
+// position), the warps each can reach, and the pixel-centre box of every warp of the current item.
 // Mirrored by gsplat_lpt.runtime.blend_shared_bytes; checked against %dynamic_smem_size at launch.
 template <class V>
 struct SharedBatch {
     typename V::Staged* staged;  // [kMaxBatch]
     int2* entries;               // [kMaxBatch]
     unsigned* reach;             // [kMaxBatch]: bit w set where the Gaussian may reach warp w's pixels
-    unsigned char* lists;        // [warps][kMaxBatch]: per warp, indices into the batch
+    PixelBox* boxes;             // [kMaxWarps]: the pixel centres of each warp in the current item's tile
 
-    static __device__ unsigned bytes(unsigned block) {
-        return kMaxBatch * ((unsigned)sizeof(typename V::Staged) + 12u) + ((block + 31u) >> 5) * kMaxBatch;
+    static constexpr unsigned kMaxWarps = 32;
+    static __device__ unsigned bytes(unsigned) {
+        return kMaxBatch * ((unsigned)sizeof(typename V::Staged) + 12u) + kMaxWarps * (unsigned)sizeof(PixelBox);
     }
     __device__ explicit SharedBatch(unsigned char* shared)
         : staged(reinterpret_cast<typename V::Staged*>(shared)),
           entries(reinterpret_cast<int2*>(shared + kMaxBatch * sizeof(typename V::Staged))),
           reach(reinterpret_cast<unsigned*>(shared + kMaxBatch * (sizeof(typename V::Staged) + 8))),
-          lists(shared + kMaxBatch * (sizeof(typename V::Staged) + 12)) {}
+          boxes(reinterpret_cast<PixelBox*>(shared + kMaxBatch * (sizeof(typename V::Staged) + 12))) {}
 };
 
 __device__ inline unsigned dynamic_shared_bytes() {
@@ -261,11 +262,10 @@ __device__ inline void item_range(const FrameArgs& f, int item, int& start, int&
 // gsplat's forward loop over flatten_ids[range_start, range_end) for one tile: batches of Gaussians staged
 // in shared memory, each pixel front to back until it saturates. With culling, the thread that stages a
 // Gaussian also marks the warps whose pixel centres it may reach with alpha >= 1/255 (V::may_contribute,
-// a conservative bound); a warp skips the others, which every one of its pixels would have skipped: colours,
-// alphas and last_ids stay gsplat's bit for bit. When at least half the batch reaches at most half the
-// warps, each warp walks a compacted list of its Gaussians; otherwise it walks the batch as gsplat does (a
-// list costs more than it saves when little is culled). With a saturation_flag (depth chunks) the CTA also
-// stops once an earlier chunk of the same item has saturated all its pixels (checked once per batch).
+// a conservative bound); each warp then walks only the Gaussians marked for it (32 at a time, a ballot of
+// their marks, lowest first), which every one of its pixels would have skipped otherwise: colours, alphas
+// and last_ids stay gsplat's bit for bit. With a saturation_flag (depth chunks) the CTA also stops once an
+// earlier chunk of the same item has saturated all its pixels (checked once per batch).
 // Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids.
 // State is the pixel's walk: PixelBlend, or RewalkPixel for a composite's re-walk (members done and step).
 template <class V, class State>
@@ -278,10 +278,10 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
     const unsigned warp = thread >> 5, lane = thread & 31u;
     const unsigned warp_lanes = min(32u, block - (warp << 5));
     const unsigned warp_mask = warp_lanes == 32u ? 0xffffffffu : ((1u << warp_lanes) - 1u);
-    const unsigned lanes_below = (1u << lane) - 1u;
     const int batch_capacity = (int)min(block, kMaxBatch);
     const bool cull = V::kHasCullBound && f.cull != 0;
-    unsigned char* list = batch.lists + warp * kMaxBatch;
+    // the item's warp boxes (read only while staging, after the barrier below)
+    if (cull && thread < warps) batch.boxes[thread] = warp_box(f, slot, thread, block);
 
     for (int batch_start = range_start; batch_start < range_end; batch_start += batch_capacity) {
         // resync all threads before the next batch; end early if the entire tile is done
@@ -298,42 +298,38 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
             }
         }
         const int count = min(batch_capacity, range_end - batch_start);
-        bool mostly_culled = false;
         if ((int)thread < count) {
             const int position = batch_start + (int)thread;
             const int g = f.flatten_ids[position];
+            typename V::Staged staged;
             if ((unsigned)g < (unsigned)f.num_gaussians) {
-                V::stage(params, g, batch.staged[thread]);
+                V::stage(params, g, staged);
             } else {  // never read outside the Gaussian arrays; the call reports it
-                V::stage_inert(batch.staged[thread]);
+                V::stage_inert(staged);
                 atomicOr(f.schedule + LPT_WORD_ERROR, LPT_ERROR_FLATTEN_IDS);
             }
+            batch.staged[thread] = staged;
             batch.entries[thread] = make_int2(g, position);
             if (cull) {
                 unsigned reach = 0u;
                 for (unsigned w = 0; w < warps; ++w)
-                    if (V::may_contribute(batch.staged[thread], warp_box(f, slot, w, block))) reach |= 1u << w;
+                    if (V::may_contribute(staged, batch.boxes[w])) reach |= 1u << w;
                 batch.reach[thread] = reach;
-                mostly_culled = 2u * (unsigned)__popc(reach) <= warps;
             }
         }
-        const bool use_lists = 2 * __syncthreads_count(mostly_culled) >= count && cull;
+        __syncthreads();
 
-        if (use_lists) {
-            if (__all_sync(warp_mask, pixel.done)) continue;
-            int listed = 0;
+        if (cull) {
             for (int base = 0; base < count; base += 32) {
+                if (__all_sync(warp_mask, pixel.done)) break;
                 const int j = base + (int)lane;
-                const bool keep = j < count && ((batch.reach[j] >> warp) & 1u);
-                const unsigned ballot = __ballot_sync(warp_mask, keep);
-                if (keep) list[listed + __popc(ballot & lanes_below)] = (unsigned char)j;
-                listed += __popc(ballot);
-            }
-            __syncwarp(warp_mask);
-            for (int i = 0; i < listed && !pixel.done; ++i) {
-                const int t = list[i];
-                const int2 entry = batch.entries[t];
-                pixel.step(params, batch.staged[t], entry.x, pixel_ctx, (unsigned)entry.y);
+                unsigned marked = __ballot_sync(warp_mask, j < count && ((batch.reach[j] >> warp) & 1u));
+                while (marked != 0u && !pixel.done) {
+                    const int t = base + __ffs(marked) - 1;
+                    marked &= marked - 1u;
+                    const int2 entry = batch.entries[t];
+                    pixel.step(params, batch.staged[t], entry.x, pixel_ctx, (unsigned)entry.y);
+                }
             }
         } else {
             for (int t = 0; t < count && !pixel.done; ++t) {
