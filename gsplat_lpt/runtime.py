@@ -131,9 +131,9 @@ def shared_memory_limit(device_index: int) -> int:
 
 
 def blend_shared_bytes(staged_bytes: int, block: int) -> int:
-    """lpt::SharedBatch<V>::bytes: one batch of staged Gaussians, their (id, list position) and reachable warps,
-    and the pixel-centre boxes of up to 32 warps (16 bytes each)."""
-    return constants.MAX_BATCH * (staged_bytes + 12) + 32 * 16
+    """lpt::SharedBatch<V>::bytes: one batch of staged Gaussians and their (id, list position), and the
+    pixel-centre boxes of up to 32 warps (16 bytes each)."""
+    return constants.MAX_BATCH * (staged_bytes + 8) + 32 * 16
 
 
 def _launch(function: int, grid: int, block: int, shared: int, stream: int, arguments: ctypes.Array) -> None:

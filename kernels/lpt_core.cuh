@@ -224,24 +224,22 @@ struct RewalkPixel {
 };
 
 // Dynamic shared memory of a blending CTA: one batch of staged Gaussians, their (Gaussian id, list
-// position), the warps each can reach, and the pixel-centre box of every warp of the current item.
+// position), and the pixel-centre box of every warp of the current item (for the cull test).
 // Mirrored by gsplat_lpt.runtime.blend_shared_bytes; checked against %dynamic_smem_size at launch.
 template <class V>
 struct SharedBatch {
     typename V::Staged* staged;  // [kMaxBatch]
     int2* entries;               // [kMaxBatch]
-    unsigned* reach;             // [kMaxBatch]: bit w set where the Gaussian may reach warp w's pixels
-    PixelBox* boxes;             // [kMaxWarps]: the pixel centres of each warp in the current item's tile
+    PixelBox* boxes;             // [kMaxWarps]
 
     static constexpr unsigned kMaxWarps = 32;
     static __device__ unsigned bytes(unsigned) {
-        return kMaxBatch * ((unsigned)sizeof(typename V::Staged) + 12u) + kMaxWarps * (unsigned)sizeof(PixelBox);
+        return kMaxBatch * ((unsigned)sizeof(typename V::Staged) + 8u) + kMaxWarps * (unsigned)sizeof(PixelBox);
     }
     __device__ explicit SharedBatch(unsigned char* shared)
         : staged(reinterpret_cast<typename V::Staged*>(shared)),
           entries(reinterpret_cast<int2*>(shared + kMaxBatch * sizeof(typename V::Staged))),
-          reach(reinterpret_cast<unsigned*>(shared + kMaxBatch * (sizeof(typename V::Staged) + 8))),
-          boxes(reinterpret_cast<PixelBox*>(shared + kMaxBatch * (sizeof(typename V::Staged) + 12))) {}
+          boxes(reinterpret_cast<PixelBox*>(shared + kMaxBatch * (sizeof(typename V::Staged) + 8))) {}
 };
 
 __device__ inline unsigned dynamic_shared_bytes() {
@@ -260,12 +258,13 @@ __device__ inline void item_range(const FrameArgs& f, int item, int& start, int&
 }
 
 // gsplat's forward loop over flatten_ids[range_start, range_end) for one tile: batches of Gaussians staged
-// in shared memory, each pixel front to back until it saturates. With culling, the thread that stages a
-// Gaussian also marks the warps whose pixel centres it may reach with alpha >= 1/255 (V::may_contribute,
-// a conservative bound); each warp then walks only the Gaussians marked for it (32 at a time, a ballot of
-// their marks, lowest first), which every one of its pixels would have skipped otherwise: colours, alphas
-// and last_ids stay gsplat's bit for bit. With a saturation_flag (depth chunks) the CTA also stops once an
-// earlier chunk of the same item has saturated all its pixels (checked once per batch).
+// in shared memory, each pixel front to back until it saturates. With culling, each warp walks a batch 32
+// Gaussians at a time: every lane tests one of them against the warp's pixel centres (V::may_contribute, a
+// conservative bound on alpha >= 1/255), a ballot gathers the results, and the warp blends only the marked
+// ones, lowest first; every one of its pixels would have skipped the others, so colours, alphas and
+// last_ids stay gsplat's bit for bit. A warp whose pixels have all saturated tests nothing more. With a
+// saturation_flag (depth chunks) the CTA also stops once an earlier chunk of the same item has saturated
+// all its pixels (checked once per batch).
 // Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids.
 // State is the pixel's walk: PixelBlend, or RewalkPixel for a composite's re-walk (members done and step).
 template <class V, class State>
@@ -274,14 +273,13 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
                             State& pixel, const int* saturation_flag, int chunk_index, int& stop_position) {
     const unsigned block = blockDim.x;
     const unsigned thread = threadIdx.x;
-    const unsigned warps = (block + 31u) >> 5;
     const unsigned warp = thread >> 5, lane = thread & 31u;
     const unsigned warp_lanes = min(32u, block - (warp << 5));
     const unsigned warp_mask = warp_lanes == 32u ? 0xffffffffu : ((1u << warp_lanes) - 1u);
     const int batch_capacity = (int)min(block, kMaxBatch);
     const bool cull = V::kHasCullBound && f.cull != 0;
-    // the item's warp boxes (read only while staging, after the barrier below)
-    if (cull && thread < warps) batch.boxes[thread] = warp_box(f, slot, thread, block);
+    // the warp's pixel centres, read by its lanes after the first barrier below
+    if (cull && lane == 0) batch.boxes[warp] = warp_box(f, slot, warp, block);
 
     for (int batch_start = range_start; batch_start < range_end; batch_start += batch_capacity) {
         // resync all threads before the next batch; end early if the entire tile is done
@@ -301,21 +299,13 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
         if ((int)thread < count) {
             const int position = batch_start + (int)thread;
             const int g = f.flatten_ids[position];
-            typename V::Staged staged;
             if ((unsigned)g < (unsigned)f.num_gaussians) {
-                V::stage(params, g, staged);
+                V::stage(params, g, batch.staged[thread]);
             } else {  // never read outside the Gaussian arrays; the call reports it
-                V::stage_inert(staged);
+                V::stage_inert(batch.staged[thread]);
                 atomicOr(f.schedule + LPT_WORD_ERROR, LPT_ERROR_FLATTEN_IDS);
             }
-            batch.staged[thread] = staged;
             batch.entries[thread] = make_int2(g, position);
-            if (cull) {
-                unsigned reach = 0u;
-                for (unsigned w = 0; w < warps; ++w)
-                    if (V::may_contribute(staged, batch.boxes[w])) reach |= 1u << w;
-                batch.reach[thread] = reach;
-            }
         }
         __syncthreads();
 
@@ -323,7 +313,7 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
             for (int base = 0; base < count; base += 32) {
                 if (__all_sync(warp_mask, pixel.done)) break;
                 const int j = base + (int)lane;
-                unsigned marked = __ballot_sync(warp_mask, j < count && ((batch.reach[j] >> warp) & 1u));
+                unsigned marked = __ballot_sync(warp_mask, j < count && V::may_contribute(batch.staged[j], batch.boxes[warp]));
                 while (marked != 0u && !pixel.done) {
                     const int t = base + __ffs(marked) - 1;
                     marked &= marked - 1u;

@@ -190,16 +190,22 @@ def test_rewalk_finds_medians_past_chunk_zero():
     assert int((ids - start).max()) > length / 64
 
 
-@pytest.mark.parametrize("cull", [True, False])
-def test_culling_is_exact(cull):
-    """Per-warp culling changes no bit of any output (real geometry, tile sizes 8 and 16)."""
+def test_culling_is_exact():
+    """Per-warp culling changes no bit of any output (real geometry, tile sizes 8 and 16); both stay within
+    the lpt contract's 1e-6 of gsplat's kernel."""
     for tile_size in (8, 16):
         frame = project_2dgs(*random_gaussians(6000, seed=tile_size, cluster=2000), *cameras(2, 150, 100), 150, 100,
                              tile_size=tile_size)
         ref = gsplat_forward(frame)
-        ours, _ = ours_forward(frame, LPTConfig(mode="lpt", cull=cull))
+        culled, _ = ours_forward(frame, LPTConfig(mode="lpt", cull=True))
+        unculled, _ = ours_forward(frame, LPTConfig(mode="lpt", cull=False))
         for key in OUTPUT_NAMES:
-            assert torch.equal(ours[key], ref[key]), (tile_size, key)
+            assert torch.equal(culled[key], unculled[key]), (tile_size, key)
+            if culled[key].dtype.is_floating_point:
+                scale = max(1.0, float(ref[key].abs().max()))
+                assert float((culled[key] - ref[key]).abs().max()) <= 1e-6 * scale, (tile_size, key)
+            else:
+                assert torch.equal(culled[key], ref[key]), (tile_size, key)
 
 
 def test_masks_render_background_on_masked_tiles():
@@ -318,7 +324,10 @@ def test_gradients_equal_gsplat(mode, absgrad, packed):
     for key in grads[0]:
         if grads[0][key] is None and grads[1][key] is None:
             continue
-        assert torch.allclose(grads[0][key], grads[1][key], rtol=1e-5, atol=1e-7), key
+        # the forward is within 1e-6 of gsplat's, not bitwise, so gsplat's backward sees slightly different
+        # alphas: the gradients agree to float rounding relative to their scale
+        error = float((grads[0][key] - grads[1][key]).abs().max()) / max(float(grads[0][key].abs().max()), 1e-30)
+        assert error <= 1e-5, (key, error)
     assert float(grads[1]["densify"].abs().sum()) > 0  # densify's gradient (gsplat's densification signal) flows
 
 
