@@ -218,10 +218,10 @@ class Workspace:
     argument structs of the plan and blending kernels live here too, with the workspace's own pointers
     filled in whenever a buffer changes, so that a call only writes its inputs."""
 
-    def __init__(self, device: torch.device, slot_floats: int, block: int):
+    def __init__(self, device: torch.device, slot_floats: int, pixels: int):
         self.device = device
         self.slot_floats = slot_floats  # floats a chunk leaves per pixel (partial accumulator + T)
-        self.block = block
+        self.pixels = pixels  # pixels per CTA: a chunk's partials hold slot_floats per pixel
         int32 = dict(dtype=torch.int32, device=device)
         self.schedule = torch.zeros(constants.SCHEDULE_SIZE, **int32)
         self.total = torch.zeros(4, dtype=torch.int64, device=device)
@@ -280,7 +280,7 @@ class Workspace:
 
     def ensure_chunk_units(self, units: int) -> None:
         if units > self.chunk_units:
-            self.partials = torch.empty(units * self.slot_floats * self.block, dtype=torch.float32, device=self.device)
+            self.partials = torch.empty(units * self.slot_floats * self.pixels, dtype=torch.float32, device=self.device)
             self.chunk_units = units
             self._point()
 
@@ -355,18 +355,21 @@ class Rasterizer:
     """Compiled kernels, K, the side stream and per-stream workspaces of one (device, variant, channels,
     tile size). Get one with `rasterizer_for`."""
 
-    def __init__(self, variant: "variants.Variant", channels: int, tile_size: int, device_index: int):
+    def __init__(self, variant: "variants.Variant", channels: int, tile_size: int, device_index: int,
+                 pixels_per_thread: int = 0):
         self.variant = variant
         self.channels = channels
         self.tile_size = tile_size
-        self.block = tile_size * tile_size
+        self.pixels_per_thread = pixels_for(variant, tile_size, pixels_per_thread)
+        self.pixels = tile_size * tile_size  # pixels per CTA
+        self.block = self.pixels // self.pixels_per_thread  # threads per CTA
         self.device = torch.device("cuda", device_index)
         self.max_threads = 1 << max(5, (self.block - 1).bit_length())
-        names = variant.kernel_names(channels, self.max_threads)
+        names = variant.kernel_names(channels, self.max_threads, self.pixels_per_thread)
         self.persistent, self.chunk = compile_kernels(
             variant.kernel_source, names, variant.kernel_structs(),
-            variant.extra_checks() + variant.export_line(channels, self.max_threads), device_index,
-            variant.compile_backend, variant.compile_options())
+            variant.extra_checks() + variant.export_line(channels, self.max_threads, self.pixels_per_thread),
+            device_index, variant.compile_backend, variant.compile_options())
         self.plan_costs, self.plan_order = plan_kernels(device_index)
         self._plan_costs, self._plan_order = self.plan_costs.kernel.ptr, self.plan_order.kernel.ptr
         self.shared_bytes = blend_shared_bytes(variant.staged_bytes, self.block)
@@ -401,7 +404,7 @@ class Rasterizer:
     def workspace(self, stream: torch.cuda.Stream) -> Workspace:
         key = stream.cuda_stream
         if key not in self._workspaces:
-            self._workspaces[key] = Workspace(self.device, self.slot_floats, self.block)
+            self._workspaces[key] = Workspace(self.device, self.slot_floats, self.pixels)
         return self._workspaces[key]
 
     def reserve(self, chunk_units: int, stream: Optional[torch.cuda.Stream] = None) -> None:
@@ -440,7 +443,7 @@ class Rasterizer:
             ws.ensure_chunk_tiles(tiles)
             ws.ensure_chunk_units(tiles * config.chunk_count)
         elif plan_mode == "auto" and ws.chunk_units == 0:  # a first allocation of at most INITIAL_PARTIAL_BYTES
-            ws.ensure_chunk_units(min(config.max_chunks, INITIAL_PARTIAL_BYTES // (4 * self.slot_floats * self.block)))
+            ws.ensure_chunk_units(min(config.max_chunks, INITIAL_PARTIAL_BYTES // (4 * self.slot_floats * self.pixels)))
         capacity = 0 if plan_mode == "lpt" else ws.chunk_units
         if plan_mode == "auto" and not ws.chunking_recently:
             # The last finished frame neither chunked nor wanted to: skip the chunk kernel and its stream
@@ -540,16 +543,25 @@ def reset_rasterizers() -> None:
         _rasterizers.clear()
 
 
-def rasterizer_for(variant: "variants.Variant", channels: int, tile_size: int, device: torch.device) -> Rasterizer:
-    """The cached Rasterizer of (device, variant, channels, tile size); compiled on first use."""
+def pixels_for(variant: "variants.Variant", tile_size: int, asked: int = 0) -> int:
+    """Pixels per kernel thread: `asked` (LPTConfig.pixels_per_thread), or the variant's default for 0; 1
+    where the tile's rows do not split into groups of that many."""
+    pixels = asked or variant.pixels_per_thread
+    return pixels if tile_size % pixels == 0 else 1
+
+
+def rasterizer_for(variant: "variants.Variant", channels: int, tile_size: int, device: torch.device,
+                   pixels_per_thread: int = 0) -> Rasterizer:
+    """The cached Rasterizer of (device, variant, channels, tile size, pixels per thread); compiled on first
+    use."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    key = (index, variant.name, channels, tile_size)
+    key = (index, variant.name, channels, tile_size, pixels_per_thread)
     rasterizer = _rasterizers.get(key)
     if rasterizer is None:
         with _rasterizers_lock:
             rasterizer = _rasterizers.get(key)
             if rasterizer is None:
-                rasterizer = Rasterizer(variant, channels, tile_size, index)
+                rasterizer = Rasterizer(variant, channels, tile_size, index, pixels_per_thread)
                 _rasterizers[key] = rasterizer
     return rasterizer
 

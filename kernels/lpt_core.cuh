@@ -91,6 +91,7 @@ struct PixelSlot {
     float px, py;       // pixel centre
     long long pixel;    // index into [images, height, width]
 
+    PixelSlot() = default;
     __device__ PixelSlot(const FrameArgs& f, int item, unsigned thread_rank) {
         const int tiles = (int)(f.tile_width * f.tile_height);
         image = item / tiles;
@@ -108,19 +109,31 @@ struct PixelSlot {
     }
 };
 
+// With P pixels per thread, thread t of a CTA holds the pixels of tile rows (t / tile_size) * P + p,
+// p < P, in column t % tile_size: P vertically adjacent pixels (the runtime uses P > 1 only where the tile
+// size is a multiple of P). Returns the pixel's rank in the tile (row * tile_size + column).
+template <unsigned P>
+__device__ inline unsigned pixel_rank(const FrameArgs& f, unsigned thread, unsigned p) {
+    if (P == 1) return thread;
+    const unsigned group = thread / f.tile_size;
+    return (group * P + p) * f.tile_size + (thread - group * f.tile_size);
+}
+
 // Pixel centres one warp covers in its tile (a superset when a warp spans partial rows).
 struct PixelBox {
     float x0, x1, y0, y1;
 };
 
+template <unsigned P>
 __device__ inline PixelBox warp_box(const FrameArgs& f, const PixelSlot& slot, unsigned warp, unsigned block) {
     const unsigned first = warp * 32u, last = min(first + 31u, block - 1u);
-    const unsigned row0 = first / f.tile_size, row1 = last / f.tile_size;
+    const unsigned group0 = first / f.tile_size, group1 = last / f.tile_size;
     unsigned col0 = 0, col1 = f.tile_size - 1;
-    if (row0 == row1) {
+    if (group0 == group1) {
         col0 = first % f.tile_size;
         col1 = last % f.tile_size;
     }
+    const unsigned row0 = group0 * P, row1 = group1 * P + (P - 1);
     return PixelBox{(float)(slot.tile_x0 + col0) + 0.5f, (float)(slot.tile_x0 + col1) + 0.5f,
                     (float)(slot.tile_y0 + row0) + 0.5f, (float)(slot.tile_y0 + row1) + 0.5f};
 }
@@ -172,6 +185,7 @@ struct PixelBlend {
     unsigned last_index;
     bool done;  // saturated (or outside the image, or no valid camera ray): blends nothing more
 
+    PixelBlend() = default;
     __device__ explicit PixelBlend(bool active) : T(1.0f), last_index(0), done(!active) { acc.reset(); }
 
     // gsplat's loop body for one Gaussian, operand for operand.
@@ -204,7 +218,7 @@ struct Rewalks<A, decltype((void)A::kRewalk)> {
 // exact sequential T, handing the accumulator each Gaussian blended until it is settled.
 template <class V, unsigned CDIM>
 struct RewalkPixel {
-    typename V::template Accumulator<CDIM>& acc;
+    typename V::template Accumulator<CDIM>* acc;
     float T;
     bool done;  // settled, saturated, or nothing to walk
 
@@ -217,9 +231,9 @@ struct RewalkPixel {
             done = true;
             return;
         }
-        acc.rewalk(params, staged, gaussian, T, list_index);
+        acc->rewalk(params, staged, gaussian, T, list_index);
         T = next_T;
-        done = acc.rewalk_settled(T);
+        done = acc->rewalk_settled(T);
     }
 };
 
@@ -258,32 +272,47 @@ __device__ inline void item_range(const FrameArgs& f, int item, int& start, int&
 }
 
 // gsplat's forward loop over flatten_ids[range_start, range_end) for one tile: batches of Gaussians staged
-// in shared memory, each pixel front to back until it saturates. With culling, each warp walks a batch 32
-// Gaussians at a time: every lane tests one of them against the warp's pixel centres (V::may_contribute, a
-// conservative bound on alpha >= 1/255), a ballot gathers the results, and the warp blends only the marked
-// ones, lowest first; every one of its pixels would have skipped the others, so colours, alphas and
-// last_ids stay gsplat's bit for bit. A warp whose pixels have all saturated tests nothing more. With a
-// saturation_flag (depth chunks) the CTA also stops once an earlier chunk of the same item has saturated
-// all its pixels (checked once per batch).
+// in shared memory, each pixel front to back until it saturates. A thread walks P pixels (pixel_rank), each
+// with its own state, in gsplat's order; it stops when all of them are done. With culling, each warp walks
+// a batch 32 Gaussians at a time: every lane tests one of them against the warp's pixel centres
+// (V::may_contribute, a conservative bound on alpha >= 1/255), a ballot gathers the results, and the warp
+// blends only the marked ones, lowest first; every one of its pixels would have skipped the others, so
+// colours, alphas and last_ids stay gsplat's bit for bit. A warp whose pixels have all saturated tests
+// nothing more. With a saturation_flag (depth chunks) the CTA also stops once an earlier chunk of the same
+// item has saturated all its pixels (checked once per batch).
 // Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids.
 // State is the pixel's walk: PixelBlend, or RewalkPixel for a composite's re-walk (members done and step).
-template <class V, class State>
+template <class V, unsigned P, class State>
 __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params, const SharedBatch<V>& batch,
-                            int range_start, int range_end, const typename V::Pixel& pixel_ctx, const PixelSlot& slot,
-                            State& pixel, const int* saturation_flag, int chunk_index, int& stop_position) {
+                            int range_start, int range_end, const typename V::Pixel (&pixel_ctx)[P],
+                            const PixelSlot& slot, State (&pixel)[P], const int* saturation_flag, int chunk_index,
+                            int& stop_position) {
     const unsigned block = blockDim.x;
     const unsigned thread = threadIdx.x;
     const unsigned warp = thread >> 5, lane = thread & 31u;
     const unsigned warp_lanes = min(32u, block - (warp << 5));
     const unsigned warp_mask = warp_lanes == 32u ? 0xffffffffu : ((1u << warp_lanes) - 1u);
-    const int batch_capacity = (int)min(block, kMaxBatch);
+    const int batch_capacity = (int)min(block * P, kMaxBatch);
     const bool cull = V::kHasCullBound && f.cull != 0;
     // the warp's pixel centres, read by its lanes after the first barrier below
-    if (cull && lane == 0) batch.boxes[warp] = warp_box(f, slot, warp, block);
+    if (cull && lane == 0) batch.boxes[warp] = warp_box<P>(f, slot, warp, block);
+    auto all_done = [&pixel]() {
+        bool done = true;
+#pragma unroll
+        for (unsigned p = 0; p < P; ++p) done = done && pixel[p].done;
+        return done;
+    };
+    auto step = [&](int t) {
+        const int2 entry = batch.entries[t];
+        const typename V::Staged& staged = batch.staged[t];
+#pragma unroll
+        for (unsigned p = 0; p < P; ++p)
+            if (!pixel[p].done) pixel[p].step(params, staged, entry.x, pixel_ctx[p], (unsigned)entry.y);
+    };
 
     for (int batch_start = range_start; batch_start < range_end; batch_start += batch_capacity) {
         // resync all threads before the next batch; end early if the entire tile is done
-        if (__syncthreads_count(pixel.done) >= (int)block) {
+        if (__syncthreads_count(all_done()) >= (int)block) {
             stop_position = batch_start;
             return false;
         }
@@ -296,36 +325,32 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
             }
         }
         const int count = min(batch_capacity, range_end - batch_start);
-        if ((int)thread < count) {
-            const int position = batch_start + (int)thread;
+        for (int i = (int)thread; i < count; i += (int)block) {
+            const int position = batch_start + i;
             const int g = f.flatten_ids[position];
             if ((unsigned)g < (unsigned)f.num_gaussians) {
-                V::stage(params, g, batch.staged[thread]);
+                V::stage(params, g, batch.staged[i]);
             } else {  // never read outside the Gaussian arrays; the call reports it
-                V::stage_inert(batch.staged[thread]);
+                V::stage_inert(batch.staged[i]);
                 atomicOr(f.schedule + LPT_WORD_ERROR, LPT_ERROR_FLATTEN_IDS);
             }
-            batch.entries[thread] = make_int2(g, position);
+            batch.entries[i] = make_int2(g, position);
         }
         __syncthreads();
 
         if (cull) {
             for (int base = 0; base < count; base += 32) {
-                if (__all_sync(warp_mask, pixel.done)) break;
+                if (__all_sync(warp_mask, all_done())) break;
                 const int j = base + (int)lane;
                 unsigned marked = __ballot_sync(warp_mask, j < count && V::may_contribute(batch.staged[j], batch.boxes[warp]));
-                while (marked != 0u && !pixel.done) {
+                while (marked != 0u && !all_done()) {
                     const int t = base + __ffs(marked) - 1;
                     marked &= marked - 1u;
-                    const int2 entry = batch.entries[t];
-                    pixel.step(params, batch.staged[t], entry.x, pixel_ctx, (unsigned)entry.y);
+                    step(t);
                 }
             }
         } else {
-            for (int t = 0; t < count && !pixel.done; ++t) {
-                const int2 entry = batch.entries[t];
-                pixel.step(params, batch.staged[t], entry.x, pixel_ctx, (unsigned)entry.y);
-            }
+            for (int t = 0; t < count && !all_done(); ++t) step(t);
         }
     }
     stop_position = range_end;
@@ -384,7 +409,7 @@ __device__ inline bool launched_with_enough_shared_memory(const FrameArgs& f) {
 
 // Mechanism 1: a persistent grid of K CTAs drains the LPT queue, every work item except the h chunked
 // ones, heaviest predicted cost first. Per-pixel math identical to gsplat's forward kernel.
-template <class V, unsigned CDIM>
+template <class V, unsigned CDIM, unsigned P>
 __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Params& params,
                                      const typename V::Outputs& out) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -400,23 +425,31 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
         const int position = queue.next(&broadcast, first);
         if (position >= queue_length) break;
         const int item = f.lpt_order[chunked_tiles + position];
-        const PixelSlot slot(f, item, threadIdx.x);
-        bool valid_ray = true;
-        const typename V::Pixel pixel_ctx = V::pixel(params, slot.image, slot.px, slot.py, valid_ray);
-        PixelBlend<V, CDIM> pixel(slot.inside && valid_ray);
+        const bool masked = f.masks != nullptr && !f.masks[item];
+        PixelSlot slots[P] = {};
+        typename V::Pixel pixel_ctx[P];
+        PixelBlend<V, CDIM> pixels[P] = {};
+#pragma unroll
+        for (unsigned p = 0; p < P; ++p) {
+            slots[p] = PixelSlot(f, item, pixel_rank<P>(f, threadIdx.x, p));
+            bool valid_ray = true;
+            pixel_ctx[p] = V::pixel(params, slots[p].image, slots[p].px, slots[p].py, valid_ray);
+            pixels[p] = PixelBlend<V, CDIM>(slots[p].inside && valid_ray);
+            if (invalid_frame) {
+                pixels[p].acc.poison();
+                pixels[p].T = __int_as_float(0x7fc00000);
+            }
+        }
         int range_start = 0, range_end = 0, stop_position = 0;
-        if (invalid_frame) {
-            pixel.acc.poison();
-            pixel.T = __int_as_float(0x7fc00000);
-        } else if (f.masks == nullptr || f.masks[item]) {  // gsplat renders the background on masked-out tiles
+        if (!invalid_frame && !masked) {  // gsplat renders the background on masked-out tiles
             item_range(f, item, range_start, range_end);
-            blend_range<V>(f, params, batch, range_start, range_end, pixel_ctx, slot, pixel, nullptr, 0,
-                           stop_position);
+            blend_range<V, P>(f, params, batch, range_start, range_end, pixel_ctx, slots[0], pixels, nullptr, 0,
+                              stop_position);
         }
-        if (slot.inside) {
-            const bool masked = f.masks != nullptr && !f.masks[item];
-            pixel.acc.write(params, out, slot, pixel.T, masked ? -1 : (int)pixel.last_index);
-        }
+#pragma unroll
+        for (unsigned p = 0; p < P; ++p)
+            if (slots[p].inside)
+                pixels[p].acc.write(params, out, slots[p], pixels[p].T, masked ? -1 : (int)pixels[p].last_index);
         if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;
         __syncthreads();  // the staged batch and the broadcast word are reused by the next unit
     }
@@ -434,8 +467,9 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
 // items are -1: the front end never chunks a frame whose backward needs them. A kRewalk accumulator's
 // composite also re-walks the item after chunk 0 (see the concept at the top).
 // The chunks cover the item's predicted depth (the previous frame's saturation depth times a margin;
-// the whole list without one); the last chunk also takes whatever lies beyond.
-template <class V, unsigned CDIM>
+// the whole list without one); the last chunk also takes whatever lies beyond. A chunk's partials are
+// laid out per pixel slot of the CTA: value v of pixel p of thread t at [v * pixels + p * block + t].
+template <class V, unsigned CDIM, unsigned P>
 __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& params,
                                   const typename V::Outputs& out) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -449,6 +483,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
     const int chunk_count = f.schedule[LPT_WORD_CHUNK_COUNT];
     const int chunk_units = chunked_tiles * chunk_count;
     const unsigned block = blockDim.x;
+    const unsigned pixels_per_cta = block * P;
     PersistentQueue queue(f.schedule + LPT_WORD_CHUNK_COUNTER);
 
     for (bool first = true;; first = false) {
@@ -457,9 +492,17 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         const int chunk = unit / chunked_tiles;
         const int tile_slot = unit - chunk * chunked_tiles;
         const int item = f.lpt_order[tile_slot];
-        const PixelSlot slot(f, item, threadIdx.x);
-        bool valid_ray = true;
-        const typename V::Pixel pixel_ctx = V::pixel(params, slot.image, slot.px, slot.py, valid_ray);
+        PixelSlot slots[P] = {};
+        typename V::Pixel pixel_ctx[P];
+        bool valid_rays[P];
+        PixelBlend<V, CDIM> pixels[P] = {};
+#pragma unroll
+        for (unsigned p = 0; p < P; ++p) {
+            slots[p] = PixelSlot(f, item, pixel_rank<P>(f, threadIdx.x, p));
+            valid_rays[p] = true;
+            pixel_ctx[p] = V::pixel(params, slots[p].image, slots[p].px, slots[p].py, valid_rays[p]);
+            pixels[p] = PixelBlend<V, CDIM>(slots[p].inside && valid_rays[p]);
+        }
 
         int range_start, range_end;
         item_range(f, item, range_start, range_end);
@@ -471,19 +514,24 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         const int chunk_end = chunk == chunk_count - 1 ? range_end : min(range_end, chunk_start + chunk_length);
 
         int* saturation_flag = f.saturation_flags + tile_slot;
-        PixelBlend<V, CDIM> pixel(slot.inside && valid_ray);
         int stop_position = chunk_start;
-        const bool stopped = blend_range<V>(f, params, batch, chunk_start, chunk_end, pixel_ctx, slot, pixel,
-                                            saturation_flag, chunk, stop_position);
+        const bool stopped = blend_range<V, P>(f, params, batch, chunk_start, chunk_end, pixel_ctx, slots[0], pixels,
+                                               saturation_flag, chunk, stop_position);
+        bool all_done = true;
+#pragma unroll
+        for (unsigned p = 0; p < P; ++p) all_done = all_done && pixels[p].done;
         // every pixel of the item saturated here: chunks after this one cannot contribute
-        if (__syncthreads_count(pixel.done) >= (int)block && threadIdx.x == 0) {
+        if (__syncthreads_count(all_done) >= (int)block && threadIdx.x == 0) {
             atomicMin(saturation_flag, chunk);
             atomicMin(f.chunk_depth + tile_slot, stop_position - range_start);
         }
-        float* partial = f.partials + (long long)unit * kSlotFloats * block + threadIdx.x;
         if (!stopped) {  // when stopped, an earlier chunk saturated the item: the composite never reads this one
-            pixel.acc.store_partial(partial, block);
-            partial[(long long)Accumulator::kPartialFloats * block] = pixel.done ? -pixel.T : pixel.T;
+#pragma unroll
+            for (unsigned p = 0; p < P; ++p) {
+                float* partial = f.partials + (long long)unit * kSlotFloats * pixels_per_cta + p * block + threadIdx.x;
+                pixels[p].acc.store_partial(partial, pixels_per_cta);
+                partial[(long long)Accumulator::kPartialFloats * pixels_per_cta] = pixels[p].done ? -pixels[p].T : pixels[p].T;
+            }
         }
 
         // the last chunk of the item to arrive composites all of them
@@ -493,27 +541,39 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         __syncthreads();
         if (last_arrival) {
             __threadfence();
-            PixelBlend<V, CDIM> composite(true);
-            float first_T = -1.f;  // chunk 0's T (negative: the pixel saturated in chunk 0)
-            if (slot.inside) {
-                for (int p = 0; p < chunk_count; ++p) {
-                    const float* chunk_slot = f.partials + ((long long)p * chunked_tiles + tile_slot) * kSlotFloats * block
-                                              + threadIdx.x;
-                    const float signed_T = __ldcg(chunk_slot + (long long)Accumulator::kPartialFloats * block);
-                    if (p == 0) first_T = signed_T;
-                    composite.acc.combine_partial(chunk_slot, block, composite.T);
-                    composite.T *= fabsf(signed_T);
+            PixelBlend<V, CDIM> composite[P] = {};
+            float first_T[P];  // chunk 0's T (negative: the pixel saturated in chunk 0)
+#pragma unroll
+            for (unsigned p = 0; p < P; ++p) {
+                composite[p] = PixelBlend<V, CDIM>(true);
+                first_T[p] = -1.f;
+                if (!slots[p].inside) continue;
+                for (int c = 0; c < chunk_count; ++c) {
+                    const float* chunk_slot = f.partials + ((long long)c * chunked_tiles + tile_slot) * kSlotFloats * pixels_per_cta
+                                              + p * block + threadIdx.x;
+                    const float signed_T = __ldcg(chunk_slot + (long long)Accumulator::kPartialFloats * pixels_per_cta);
+                    if (c == 0) first_T[p] = signed_T;
+                    composite[p].acc.combine_partial(chunk_slot, pixels_per_cta, composite[p].T);
+                    composite[p].T *= fabsf(signed_T);
                     if (signed_T < 0.f) break;  // saturated inside this chunk
                 }
             }
             if constexpr (Rewalks<Accumulator>::value) {  // the whole CTA walks (blend_range synchronises it)
-                const bool walk = slot.inside && valid_ray && chunk_count > 1 && first_T > 0.f;
-                RewalkPixel<V, CDIM> rewalk{composite.acc, first_T, !walk || composite.acc.rewalk_settled(first_T)};
+                RewalkPixel<V, CDIM> rewalk[P];
+#pragma unroll
+                for (unsigned p = 0; p < P; ++p) {
+                    const bool walk = slots[p].inside && valid_rays[p] && chunk_count > 1 && first_T[p] > 0.f;
+                    rewalk[p].acc = &composite[p].acc;
+                    rewalk[p].T = first_T[p];
+                    rewalk[p].done = !walk || composite[p].acc.rewalk_settled(first_T[p]);
+                }
                 int walk_stop;
-                blend_range<V>(f, params, batch, min(range_end, range_start + chunk_length), range_end, pixel_ctx, slot,
-                               rewalk, nullptr, 0, walk_stop);
+                blend_range<V, P>(f, params, batch, min(range_end, range_start + chunk_length), range_end, pixel_ctx,
+                                  slots[0], rewalk, nullptr, 0, walk_stop);
             }
-            if (slot.inside) composite.acc.write(params, out, slot, composite.T, -1);
+#pragma unroll
+            for (unsigned p = 0; p < P; ++p)
+                if (slots[p].inside) composite[p].acc.write(params, out, slots[p], composite[p].T, -1);
             if (threadIdx.x == 0) {  // leave the item's words as the plan set them: the plan can run again
                 if (f.item_depth != nullptr) f.item_depth[item] = min(f.chunk_depth[tile_slot], length);
                 f.chunk_arrivals[tile_slot] = 0;
@@ -526,35 +586,36 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
     leave_queue(f, LPT_WORD_CHUNK_COUNTER, LPT_WORD_CHUNK_EXITED);
 }
 
-// Threads per SM a variant's blending kernels are built to keep resident: 1536 (gsplat's 3DGS occupancy)
-// unless the traits struct declares `static constexpr unsigned kResidentThreads` (a variant with more
-// per-pixel state, so that its registers are not capped into spills).
-template <class V, class = void>
+// Threads per SM a variant's blending kernels are built to keep resident: with one pixel per thread 1536
+// (gsplat's 3DGS occupancy) unless the traits struct declares `static constexpr unsigned kResidentThreads`
+// (a variant with more per-pixel state, so that its registers are not capped into spills); with P > 1
+// pixels per thread 1024 (each thread keeps P pixels' state, 64 registers).
+template <class V, unsigned P, class = void>
 struct ResidentThreads {
-    static constexpr unsigned value = 1536;
+    static constexpr unsigned value = P == 1 ? 1536 : 1024;
 };
-template <class V>
-struct ResidentThreads<V, decltype((void)V::kResidentThreads)> {
-    static constexpr unsigned value = V::kResidentThreads;
+template <class V, unsigned P>
+struct ResidentThreads<V, P, decltype((void)V::kResidentThreads)> {
+    static constexpr unsigned value = P == 1 ? V::kResidentThreads : 1024;
 };
 
 }  // namespace lpt
 
-// The two blending kernels of one variant for one channel count and CTA size, as extern "C" symbols
-// (lpt_persistent_blend_<SUFFIX>_<CDIM>_<MAX_THREADS>, depth_chunk_blend_...): the runtime appends one line
-// LPT_EXPORT_KERNELS(...) per instantiation it needs, which works for NVRTC and nvcc alike. MAX_THREADS
-// bounds the registers so that ResidentThreads / MAX_THREADS CTAs fit on an SM for up to 4 channels (the
-// occupancy of gsplat's own kernel).
-#define LPT_EXPORT_KERNELS(SUFFIX, VARIANT, CDIM, MAX_THREADS)                                                \
+// The two blending kernels of one variant for one channel count, CTA size and pixels per thread, as
+// extern "C" symbols (lpt_persistent_blend_<SUFFIX>_<CDIM>_<MAX_THREADS>_<PIXELS>, depth_chunk_blend_...):
+// the runtime appends one line LPT_EXPORT_KERNELS(...) per instantiation it needs, which works for NVRTC
+// and nvcc alike. MAX_THREADS bounds the registers so that ResidentThreads / MAX_THREADS CTAs fit on an SM
+// for up to 4 channels.
+#define LPT_EXPORT_KERNELS(SUFFIX, VARIANT, CDIM, MAX_THREADS, PIXELS)                                        \
     extern "C" __global__ void __launch_bounds__(                                                             \
-        MAX_THREADS, (CDIM) <= 4 ? lpt::ResidentThreads<VARIANT>::value / (MAX_THREADS) : 1)                  \
-        lpt_persistent_blend_##SUFFIX##_##CDIM##_##MAX_THREADS(                                               \
+        MAX_THREADS, (CDIM) <= 4 ? lpt::ResidentThreads<VARIANT, PIXELS>::value / (MAX_THREADS) : 1)          \
+        lpt_persistent_blend_##SUFFIX##_##CDIM##_##MAX_THREADS##_##PIXELS(                                    \
             const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
-        lpt::lpt_persistent_blend<VARIANT, CDIM>(frame, params, outputs);                                     \
+        lpt::lpt_persistent_blend<VARIANT, CDIM, PIXELS>(frame, params, outputs);                             \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(                                                             \
-        MAX_THREADS, (CDIM) <= 4 ? lpt::ResidentThreads<VARIANT>::value / (MAX_THREADS) : 1)                  \
-        depth_chunk_blend_##SUFFIX##_##CDIM##_##MAX_THREADS(                                                  \
+        MAX_THREADS, (CDIM) <= 4 ? lpt::ResidentThreads<VARIANT, PIXELS>::value / (MAX_THREADS) : 1)          \
+        depth_chunk_blend_##SUFFIX##_##CDIM##_##MAX_THREADS##_##PIXELS(                                       \
             const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
-        lpt::depth_chunk_blend<VARIANT, CDIM>(frame, params, outputs);                                        \
+        lpt::depth_chunk_blend<VARIANT, CDIM, PIXELS>(frame, params, outputs);                                \
     }

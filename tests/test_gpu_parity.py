@@ -21,6 +21,7 @@ pytestmark = pytest.mark.gpu
 CHUNKED_MODES = [
     LPTConfig(mode="chunk", chunk_count=2),
     LPTConfig(mode="chunk", chunk_count=16),
+    LPTConfig(mode="chunk", chunk_count=16, pixels_per_thread=1),
     LPTConfig(mode="chunk", chunk_count=64, cull=False),
     LPTConfig(mode="fixed", heavy_ratio=0.05, chunk_count=4),
     LPTConfig(mode="fixed", heavy_ratio=0.5, chunk_count=32, co_execute=False),
@@ -117,16 +118,17 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("with_background", [False, True])
-def test_lpt_matches_gsplat_exactly(case, with_background):
+@pytest.mark.parametrize("pixels_per_thread", [0, 1], ids=["default-pixels", "one-pixel"])
+def test_lpt_matches_gsplat_exactly(case, with_background, pixels_per_thread):
     name, n, C, W, H, tile_size, channels, cluster = case
     gaussians = random_gaussians(n, seed=len(name) + 7 * C, cluster=cluster)
     frame = project(*gaussians, *cameras(C, W, H), W, H, tile_size, channels, seed=n)
     extra = {"backgrounds": torch.rand(C, channels, device="cuda")} if with_background else {}
     ref_colors, ref_alphas, ref_last = gsplat_forward(frame, **extra)
-    colors, alphas, last_ids, plan = ours_forward(frame, LPTConfig(mode="lpt"), **extra)
+    colors, alphas, last_ids, plan = ours_forward(frame, LPTConfig(mode="lpt", pixels_per_thread=pixels_per_thread),
+                                                  **extra)
     assert plan.report()["chunked_tiles"] == 0
-    assert (colors - ref_colors).abs().max().item() <= 1e-6
-    assert (alphas - ref_alphas).abs().max().item() <= 1e-6
+    assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
     assert torch.equal(last_ids, ref_last)
 
 
@@ -156,13 +158,15 @@ def test_eager_auto_policy_chunks_the_heavy_tile():
 
 
 @pytest.mark.parametrize("cull", [True, False])
-def test_culling_is_exact(cull):
-    """Per-warp culling changes no bit of colours, alphas or last_ids (real geometry, many tile sizes)."""
-    for tile_size in (8, 16, 32):
+@pytest.mark.parametrize("pixels_per_thread", [1, 2])
+def test_culling_is_exact(cull, pixels_per_thread):
+    """Per-warp culling changes no bit of colours, alphas or last_ids (real geometry, many tile sizes, one or
+    two pixels per thread: warps of 2 or 4 rows at tile size 16)."""
+    for tile_size in (8, 12, 16, 32):
         frame = project(*random_gaussians(6000, seed=tile_size, cluster=2000), *cameras(2, 150, 100), 150, 100,
                         tile_size=tile_size)
         ref = gsplat_forward(frame)
-        ours = ours_forward(frame, LPTConfig(mode="lpt", cull=cull))
+        ours = ours_forward(frame, LPTConfig(mode="lpt", cull=cull, pixels_per_thread=pixels_per_thread))
         for a, b in zip(ref, ours[:3]):
             assert torch.equal(a, b), tile_size
 

@@ -56,6 +56,14 @@ def test_variant_records_are_complete():
         assert f"sizeof({variant.traits}::Staged) == {variant.staged_bytes}" in variant.extra_checks()
 
 
+def test_pixels_per_thread_only_where_the_tile_rows_split():
+    variant = VARIANTS["rasterize_to_pixels"]
+    assert variant.pixels_per_thread == 2
+    assert runtime.pixels_for(variant, 16) == 2 and runtime.pixels_for(variant, 16, 1) == 1
+    assert runtime.pixels_for(variant, 15) == 1 and runtime.pixels_for(variant, 15, 2) == 1
+    assert runtime.pixels_for(VARIANTS["rasterize_to_pixels_2dgs"], 16) == 1
+
+
 def test_blend_shared_bytes_formula():
     # one batch of MAX_BATCH staged Gaussians and their (id, list position), 32 warp boxes, any CTA size
     assert runtime.blend_shared_bytes(32, 256) == 256 * 32 + 256 * 8 + 32 * 16
@@ -85,7 +93,9 @@ def _offset_asserts(structs) -> str:
 
 
 def _instantiations(variant, channels=3, threads=256) -> str:
-    return variant.export_line(channels, threads)
+    """One instantiation per pixels-per-thread the runtime may launch the variant with."""
+    return "".join(variant.export_line(channels, threads // pixels, pixels)
+                   for pixels in sorted({1, variant.pixels_per_thread}))
 
 
 nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -141,7 +151,8 @@ def test_sources_compile_with_nvrtc_as_the_runtime_does(source):
         text = runtime.kernel_source(source, (("lpt::PlanArgs", layouts.PlanArgs),))
     else:
         variant = next(v for v in VARIANTS.values() if v.kernel_source == source)
-        exports = "".join(variant.export_line(c, t) for c, t in ((3, 256), (1, 64), (32, 1024)))
+        exports = "".join(variant.export_line(c, t // p, p) for c, t in ((3, 256), (1, 64), (32, 1024))
+                          for p in sorted({1, variant.pixels_per_thread}))
         text = runtime.kernel_source(source, variant.kernel_structs(), variant.extra_checks() + exports)
         options = variant.compile_options()
     program = nvrtc.createProgram(text, source, [], [])

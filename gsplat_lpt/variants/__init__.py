@@ -37,6 +37,7 @@ class Variant:
     rasterize: Callable  # gsplat's signature plus `config=`; returns gsplat's outputs and the FramePlan
     compile_backend: str = "nvrtc"  # or "nvcc" (CuPy runs the CUDA compiler: full C++ headers)
     compile_options: Callable[[], Tuple[str, ...]] = tuple  # extra compiler options (include folders, ...)
+    pixels_per_thread: int = 1  # vertically adjacent pixels a kernel thread blends (where the tile size allows)
 
     @property
     def chunks_compose(self) -> bool:
@@ -49,14 +50,15 @@ class Variant:
         return (("lpt::FrameArgs", layouts.FrameArgs), (f"{self.traits}::Params", self.params_struct),
                 (f"{self.traits}::Outputs", self.outputs_struct))
 
-    def kernel_names(self, channels: int, max_threads: int) -> Tuple[str, str]:
-        """The extern "C" names of its persistent and chunk kernels for one channel count and CTA size."""
-        return (f"lpt_persistent_blend_{self.name}_{channels}_{max_threads}",
-                f"depth_chunk_blend_{self.name}_{channels}_{max_threads}")
+    def kernel_names(self, channels: int, max_threads: int, pixels: int = 1) -> Tuple[str, str]:
+        """The extern "C" names of its persistent and chunk kernels for one channel count, CTA size and
+        number of pixels per thread."""
+        return (f"lpt_persistent_blend_{self.name}_{channels}_{max_threads}_{pixels}",
+                f"depth_chunk_blend_{self.name}_{channels}_{max_threads}_{pixels}")
 
-    def export_line(self, channels: int, max_threads: int) -> str:
+    def export_line(self, channels: int, max_threads: int, pixels: int = 1) -> str:
         """The line appended to its source that instantiates those kernels (kernels/lpt_core.cuh)."""
-        return f"LPT_EXPORT_KERNELS({self.name}, {self.traits}, {channels}, {max_threads})\n"
+        return f"LPT_EXPORT_KERNELS({self.name}, {self.traits}, {channels}, {max_threads}, {pixels})\n"
 
     def extra_checks(self) -> str:
         return (f'static_assert(sizeof({self.traits}::Staged) == {self.staged_bytes}, '

@@ -256,4 +256,5 @@ VARIANT = register(Variant(
     outputs=(OutputSpec("render_colors", True), OutputSpec("render_alphas", True),
              OutputSpec("last_ids", False, backward_only=True)),
     rasterize=rasterize_with_plan,
+    pixels_per_thread=2,
 ))

@@ -162,7 +162,8 @@ def kernel_us(fn, names, calls=20):
 
 
 def culled_share(frame) -> float:
-    """Share of (Gaussian, warp) pairs of the frame that the cull bound drops (16 x 16 tiles, 8 warps)."""
+    """Share of (Gaussian, warp) pairs of the frame that the cull bound drops (16 x 16 tiles, two pixels per
+    thread: 4 warps of 4 rows)."""
     from gsplat_lpt.reference import may_contribute
 
     offsets = frame["isect_offsets"].reshape(-1).long()
@@ -179,12 +180,12 @@ def culled_share(frame) -> float:
     conics = frame["conics"].reshape(-1, 3)[ids]
     opacities = frame["opacities"].reshape(-1)[ids]
     dropped = 0
-    for warp in range(8):
+    for warp in range(4):
         # the bound per pair, with its box shifted: means relative to the tile origin
         local = means2d - torch.stack([tx, ty], -1)
-        box = (0.5, 15.5, 2 * warp + 0.5, 2 * warp + 1.5)
+        box = (0.5, 15.5, 4 * warp + 0.5, 4 * warp + 3.5)
         dropped += int((~may_contribute(local, conics, opacities, box)).sum())
-    return dropped / (8 * n)
+    return dropped / (4 * n)
 
 
 def measure(name, frame, repeats, fixed_grid, policy=None):
@@ -195,6 +196,8 @@ def measure(name, frame, repeats, fixed_grid, policy=None):
     configs = {"lpt": LPTConfig(mode="lpt"), "auto": auto}
     if NEW_CORE:
         configs["lpt-nocull"] = LPTConfig(mode="lpt", cull=False)
+        if "pixels_per_thread" in LPTConfig.__dataclass_fields__:
+            configs["lpt-1px"] = LPTConfig(mode="lpt", pixels_per_thread=1)
         configs["auto-nofeedback"] = auto.replace(saturation_feedback=False)
     grid_k = (4, 8, 16, 32, 64) if NEW_CORE else (4, 8, 16)
     if fixed_grid and name.startswith("ladder:") and "balanced" not in name:
