@@ -36,9 +36,10 @@ SCHEDULE_WORDS = (
     "max_cost_scratch",  # scratch of the plan's CTAs, moved to "max_cost" by the last one
     "finished_kernels",  # blending kernels of the frame that have finished (the last writes the status)
     "plan_mode",  # PLAN_MODES value the frame was planned in
+    "pixels_per_thread",  # pixels per thread of the persistent kernel that runs this frame (1 or 2)
 )
 SCHEDULE = {name: index for index, name in enumerate(SCHEDULE_WORDS)}
-SCHEDULE_SIZE = 16  # words allocated (>= len(SCHEDULE_WORDS))
+SCHEDULE_SIZE = 20  # words allocated (>= len(SCHEDULE_WORDS))
 
 # Words the persistent kernel copies to mapped host memory when a frame ends, read by the next call
 # without waiting for the GPU: capacity growth and deferred input errors.
@@ -77,6 +78,11 @@ MAX_TILE_SIZE = 32  # 1024 threads per CTA
 # of the previous frame stopped; chunk ranges cover the predicted depth times this margin.
 DEPTH_MARGIN = 1.25
 
+# Two pixels per thread (a variant that has them): more throughput, but each item takes longer on its own.
+# The plan gives the persistent kernel two pixels per thread only where its longest item is at most this
+# fraction of the frame's mean work per CTA, N_total / K (a balanced frame: item latency cannot decide it).
+TWO_PIXEL_MAX_IMBALANCE = 0.5
+
 
 def cuda_header() -> str:
     """The `#define` block put in front of every kernel source."""
@@ -102,5 +108,6 @@ def cuda_header() -> str:
     lines.append(f"#define LPT_MAX_CHUNK_COUNTS {MAX_CHUNK_COUNTS}")
     lines.append(f"#define LPT_MAX_BATCH {MAX_BATCH}")
     lines.append(f"#define LPT_DEPTH_MARGIN {DEPTH_MARGIN!r}f")
+    lines.append(f"#define LPT_TWO_PIXEL_MAX_IMBALANCE {TWO_PIXEL_MAX_IMBALANCE!r}")
     assert len(SCHEDULE_WORDS) <= SCHEDULE_SIZE
     return "\n".join(lines) + "\n"

@@ -148,7 +148,7 @@ def render(variant, inter: Intersections, params: ctypes.Structure, outputs: cty
 
 
 def _plan_and_run(variant, inter, params, outputs, channels, device, config, chunking_allowed, reason) -> FramePlan:
-    rasterizer = rasterizer_for(variant, channels, inter.tile_size, device, config.pixels_per_thread)
+    rasterizer = rasterizer_for(variant, channels, inter.tile_size, device)
     plan = rasterizer.plan(inter, config, chunking_allowed, reason)
     rasterizer.run(plan, params, outputs)
     return plan

@@ -342,6 +342,7 @@ class FramePlan:
             "nonempty_items": schedule[word["nonempty_items"]],
             "chunked_tiles": schedule[word["chunked_tiles"]],
             "chunk_count": schedule[word["chunk_count"]],
+            "pixels_per_thread": schedule[word["pixels_per_thread"]],
             "predicted_cost": predicted[0] if self.plan_mode != "lpt" else None,
             "predicted_cost_lpt": predicted[1],
             "saturation_feedback": self.uses_feedback,
@@ -355,21 +356,26 @@ class Rasterizer:
     """Compiled kernels, K, the side stream and per-stream workspaces of one (device, variant, channels,
     tile size). Get one with `rasterizer_for`."""
 
-    def __init__(self, variant: "variants.Variant", channels: int, tile_size: int, device_index: int,
-                 pixels_per_thread: int = 0):
+    def __init__(self, variant: "variants.Variant", channels: int, tile_size: int, device_index: int):
         self.variant = variant
         self.channels = channels
         self.tile_size = tile_size
-        self.pixels_per_thread = pixels_for(variant, tile_size, pixels_per_thread)
         self.pixels = tile_size * tile_size  # pixels per CTA
-        self.block = self.pixels // self.pixels_per_thread  # threads per CTA
+        self.block = self.pixels  # threads per CTA with one pixel per thread
         self.device = torch.device("cuda", device_index)
         self.max_threads = 1 << max(5, (self.block - 1).bit_length())
-        names = variant.kernel_names(channels, self.max_threads, self.pixels_per_thread)
-        self.persistent, self.chunk = compile_kernels(
-            variant.kernel_source, names, variant.kernel_structs(),
-            variant.extra_checks() + variant.export_line(channels, self.max_threads, self.pixels_per_thread),
-            device_index, variant.compile_backend, variant.compile_options())
+        # two pixels per thread where the variant has them and the tile's rows pair up: a second persistent
+        # kernel of half the threads, launched beside the first; the plan says which one runs a frame
+        self.two_pixels = two_pixels_possible(variant, tile_size)
+        names = variant.kernel_names(channels, self.max_threads)
+        exports = variant.export_line(channels, self.max_threads)
+        if self.two_pixels:
+            names += variant.kernel_names(channels, self.max_threads // 2, 2)[:1]
+            exports += variant.export_line(channels, self.max_threads // 2, 2)
+        kernels = compile_kernels(variant.kernel_source, names, variant.kernel_structs(), variant.extra_checks() + exports,
+                                  device_index, variant.compile_backend, variant.compile_options())
+        self.persistent, self.chunk = kernels[:2]
+        self.persistent_two = kernels[2] if self.two_pixels else None
         self.plan_costs, self.plan_order = plan_kernels(device_index)
         self._plan_costs, self._plan_order = self.plan_costs.kernel.ptr, self.plan_order.kernel.ptr
         self.shared_bytes = blend_shared_bytes(variant.staged_bytes, self.block)
@@ -379,10 +385,14 @@ class Rasterizer:
                 f"the {variant.name} kernels need {self.shared_bytes} bytes of shared memory per CTA at tile size "
                 f"{tile_size}; this GPU allows {limit}: use a smaller tile_size")
         if self.shared_bytes > 48 * 1024:
-            for kernel in (self.persistent, self.chunk):
-                kernel.max_dynamic_shared_size_bytes = self.shared_bytes
-        self.concurrent_ctas = self._concurrent_ctas(device_index)
+            for kernel in (self.persistent, self.chunk, self.persistent_two):
+                if kernel is not None:
+                    kernel.max_dynamic_shared_size_bytes = self.shared_bytes
+        self.concurrent_ctas = self._concurrent_ctas(self.persistent, self.block)
         self._persistent, self._chunk = self.persistent.kernel.ptr, self.chunk.kernel.ptr
+        if self.two_pixels:  # K of the two-pixel kernel (its CTAs have half the threads)
+            self.concurrent_ctas_two = self._concurrent_ctas(self.persistent_two, self.block // 2)
+            self._persistent_two = self.persistent_two.kernel.ptr
         self.slot_floats = variant.partial_floats(channels) + 1
         self.side_stream = torch.cuda.Stream(device=self.device)
         self._fork = torch.cuda.Event()  # reused: the chunk kernel waits for the plan ...
@@ -390,16 +400,15 @@ class Rasterizer:
         self._workspaces: Dict[int, Workspace] = {}
         self.frame_counter = 0
 
-    def _concurrent_ctas(self, device_index: int) -> int:
-        """K: SMs x resident CTAs per SM of the persistent kernel (occupancy API, its real registers and
+    def _concurrent_ctas(self, kernel, block: int) -> int:
+        """K: SMs x resident CTAs per SM of a persistent kernel (occupancy API, its real registers and
         shared memory)."""
         from cupy_backends.cuda.api import driver
 
-        per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(self.persistent.kernel.ptr, self.block,
-                                                                 self.shared_bytes)
+        per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, block, self.shared_bytes)
         if per_sm < 1:
-            raise LPTRuntimeError(f"the {self.variant.name} kernel cannot run {self.block} threads per CTA on this GPU")
-        return int(torch.cuda.get_device_properties(device_index).multi_processor_count * per_sm)
+            raise LPTRuntimeError(f"the {self.variant.name} kernel cannot run {block} threads per CTA on this GPU")
+        return int(torch.cuda.get_device_properties(self.device.index).multi_processor_count * per_sm)
 
     def workspace(self, stream: torch.cuda.Stream) -> Workspace:
         key = stream.cuda_stream
@@ -465,6 +474,7 @@ class Rasterizer:
             p.forced_chunk_count = config.chunk_count
             p.max_chunked_tiles = config.max_chunked_tiles
             p.concurrent_ctas = self.concurrent_ctas
+            p.two_pixels = 0 if not self.two_pixels else {0: 1, 1: 0, 2: 2}[config.pixels_per_thread]
             p.num_chunk_counts = len(config.chunk_counts)
             for i, k in enumerate(config.chunk_counts):
                 p.chunk_counts[i] = k
@@ -512,8 +522,13 @@ class Rasterizer:
             grid = min(self.concurrent_ctas, ws.chunk_units)
             # launched first: its CTAs (the heaviest items' chunks) are resident before the LPT kernel's
             _launch(self._chunk, grid, self.block, self.shared_bytes, side.cuda_stream, arguments)
-        _launch(self._persistent, min(self.concurrent_ctas, inter.num_items), self.block, self.shared_bytes,
-                main.cuda_stream, arguments)
+        two_pixels = ws.plan_args.two_pixels  # 0: one pixel per thread, 2: two, 1: the plan chose (both launched)
+        if two_pixels != 2:
+            _launch(self._persistent, min(self.concurrent_ctas, inter.num_items), self.block, self.shared_bytes,
+                    main.cuda_stream, arguments)
+        if two_pixels != 0:
+            _launch(self._persistent_two, min(self.concurrent_ctas_two, inter.num_items), self.block // 2,
+                    self.shared_bytes, main.cuda_stream, arguments)
         if plan.chunk_kernel and side is not main:
             self._join.record(side)
             main.wait_event(self._join)
@@ -543,25 +558,22 @@ def reset_rasterizers() -> None:
         _rasterizers.clear()
 
 
-def pixels_for(variant: "variants.Variant", tile_size: int, asked: int = 0) -> int:
-    """Pixels per kernel thread: `asked` (LPTConfig.pixels_per_thread), or the variant's default for 0; 1
-    where the tile's rows do not split into groups of that many."""
-    pixels = asked or variant.pixels_per_thread
-    return pixels if tile_size % pixels == 0 else 1
+def two_pixels_possible(variant: "variants.Variant", tile_size: int) -> bool:
+    """Whether a Rasterizer of this variant and tile size has the two-pixels-per-thread kernel: the variant
+    has it and the tile's rows pair up."""
+    return variant.pixels_per_thread == 2 and tile_size % 2 == 0
 
 
-def rasterizer_for(variant: "variants.Variant", channels: int, tile_size: int, device: torch.device,
-                   pixels_per_thread: int = 0) -> Rasterizer:
-    """The cached Rasterizer of (device, variant, channels, tile size, pixels per thread); compiled on first
-    use."""
+def rasterizer_for(variant: "variants.Variant", channels: int, tile_size: int, device: torch.device) -> Rasterizer:
+    """The cached Rasterizer of (device, variant, channels, tile size); compiled on first use."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    key = (index, variant.name, channels, tile_size, pixels_per_thread)
+    key = (index, variant.name, channels, tile_size)
     rasterizer = _rasterizers.get(key)
     if rasterizer is None:
         with _rasterizers_lock:
             rasterizer = _rasterizers.get(key)
             if rasterizer is None:
-                rasterizer = Rasterizer(variant, channels, tile_size, index, pixels_per_thread)
+                rasterizer = Rasterizer(variant, channels, tile_size, index)
                 _rasterizers[key] = rasterizer
     return rasterizer
 

@@ -414,6 +414,8 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
                                      const typename V::Outputs& out) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     __shared__ int broadcast;
+    // launched beside its twin of the other pixel count: the plan said which one runs the frame
+    if (f.schedule[LPT_WORD_PIXELS_PER_THREAD] != (int)P) return;
     if (!launched_with_enough_shared_memory<V>(f)) return;
     const SharedBatch<V> batch(shared_bytes);
     const int chunked_tiles = f.schedule[LPT_WORD_CHUNKED_TILES];

@@ -56,12 +56,12 @@ def test_variant_records_are_complete():
         assert f"sizeof({variant.traits}::Staged) == {variant.staged_bytes}" in variant.extra_checks()
 
 
-def test_pixels_per_thread_only_where_the_tile_rows_split():
+def test_two_pixels_per_thread_only_where_the_tile_rows_pair_up():
     variant = VARIANTS["rasterize_to_pixels"]
     assert variant.pixels_per_thread == 2
-    assert runtime.pixels_for(variant, 16) == 2 and runtime.pixels_for(variant, 16, 1) == 1
-    assert runtime.pixels_for(variant, 15) == 1 and runtime.pixels_for(variant, 15, 2) == 1
-    assert runtime.pixels_for(VARIANTS["rasterize_to_pixels_2dgs"], 16) == 1
+    assert runtime.two_pixels_possible(variant, 16) and runtime.two_pixels_possible(variant, 8)
+    assert not runtime.two_pixels_possible(variant, 15)
+    assert not runtime.two_pixels_possible(VARIANTS["rasterize_to_pixels_2dgs"], 16)
 
 
 def test_blend_shared_bytes_formula():

@@ -37,7 +37,7 @@ class Variant:
     rasterize: Callable  # gsplat's signature plus `config=`; returns gsplat's outputs and the FramePlan
     compile_backend: str = "nvrtc"  # or "nvcc" (CuPy runs the CUDA compiler: full C++ headers)
     compile_options: Callable[[], Tuple[str, ...]] = tuple  # extra compiler options (include folders, ...)
-    pixels_per_thread: int = 1  # vertically adjacent pixels a kernel thread blends (where the tile size allows)
+    pixels_per_thread: int = 1  # 2: it also has a persistent kernel of two vertically adjacent pixels per thread
 
     @property
     def chunks_compose(self) -> bool:
