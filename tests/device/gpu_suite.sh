@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-grid] [baseline] [calibrate] [cli-bench] [omnire] [multi-gpu] [sm-activity] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [multi-gpu] [sm-activity] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -57,6 +57,16 @@ for stage in $stages; do
       extra=$(python3 tests/device/calibrated_args.py "$OUT/calibration/calibration.json")
       python3 -m gsplat_lpt bench --scene ladder --fixed-grid --out "$OUT/bench" $extra > "$OUT/cli_bench.log" 2>&1
       tail -45 "$OUT/cli_bench.log"
+      ;;
+    cli-bench-variants)
+      # gsplat-lpt bench for 2DGS and 3DGUT (pinhole and fisheye) on the ladder, one frame per scene
+      for run in "2dgs pinhole" "3dgut pinhole" "3dgut fisheye"; do
+        read -r variant camera <<< "$run"
+        python3 -m gsplat_lpt bench --variant "$variant" --camera-model "$camera" --scene ladder --frames 1 \
+          --out "$OUT/bench_${variant}_$camera" > "$OUT/cli_bench_${variant}_$camera.log" 2>&1
+        summary+=("bench --variant $variant --camera-model $camera: exit $?")
+        tail -14 "$OUT/cli_bench_${variant}_$camera.log"
+      done
       ;;
     omnire)
       work="$OUT/omnire_work"  # frames and the generated checkpoint (~280 MB) stay out of the packed results
