@@ -1,6 +1,6 @@
 """tools/frame.py on the CPU: which gsplat function each variant's blend inputs, projection and render call
 reach, with recording stand-ins (gsplat's PyTorch implementation where it has one, `torch_projection` in
-tests/tools/conftest.py; never its CUDA build)."""
+tests/conftest.py; never its CUDA build)."""
 
 from __future__ import annotations
 
