@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [multi-gpu] [sm-activity] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -74,6 +74,19 @@ for stage in $stages; do
       python3 examples/omnire_driving.py --frames 4 --cameras 0 1 2 --out "$work/rig" --synthetic-dir "$work/synthetic" --no-video > "$OUT/omnire_rig.log" 2>&1
       mkdir -p "$OUT/omnire"; cp "$work"/front/results.* "$work"/rig/results.json "$OUT/omnire/" 2>/dev/null
       tail -25 "$OUT/omnire.log"; tail -12 "$OUT/omnire_rig.log"
+      ;;
+    omnire-variants)
+      # the OmniRe example with 3DGUT (pinhole and fisheye) and with 2DGS (a SYNTHETIC street of surfels)
+      work="$OUT/omnire_work"
+      for run in "3dgut pinhole" "3dgut fisheye" "2dgs pinhole"; do
+        read -r variant camera <<< "$run"
+        python3 examples/omnire_driving.py --variant "$variant" --camera-model "$camera" --frames 6 \
+          --out "$work/${variant}_$camera" --synthetic-dir "$work/synthetic_$variant" --no-video \
+          > "$OUT/omnire_${variant}_$camera.log" 2>&1
+        summary+=("omnire --variant $variant --camera-model $camera: exit $?")
+        mkdir -p "$OUT/omnire"; cp "$work/${variant}_$camera/results.json" "$OUT/omnire/results_${variant}_$camera.json" 2>/dev/null
+        tail -12 "$OUT/omnire_${variant}_$camera.log"
+      done
       ;;
     multi-gpu)
       bash tests/device/multi_gpu.sh "$OUT/multi_gpu" > "$OUT/multi_gpu.log" 2>&1
