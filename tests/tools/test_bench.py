@@ -87,6 +87,20 @@ def test_bench_on_gpu_small_scene(tmp_path):
     write_results(results, tmp_path)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant,camera_model", [("2dgs", "pinhole"), ("3dgut", "pinhole"), ("3dgut", "fisheye"),
+                                                  ("3dgs", "fisheye")])
+def test_bench_variants_on_gpu_small_scene(variant, camera_model):
+    scene = make_scene("severe", width=640, height=360, scale=0.25, frames=1)
+    (result,) = bench_scene(scene, repeats=20, warmup=2, progress=False, variant=variant, camera_model=camera_model)
+    assert (result.variant, result.camera_model) == (variant, camera_model)
+    assert result.concurrent_ctas > 0 and result.imbalance > 0 and result.total_workload > 0
+    assert set(result.blend_ms) == {"vanilla", "lpt", "chunk", "auto"} and all(v > 0 for v in result.blend_ms.values())
+    assert min(result.psnr_db.values()) >= 60.0  # RGB against gsplat's kernel of the same variant
+    assert result.psnr_db["lpt"] >= (100.0 if variant == "2dgs" else 60.0)
+    assert result.end_to_end_ms["cuda"] > 0 and result.end_to_end_ms["lpt"] > 0
+
+
 def test_bench_scene_plumbing_with_fake_gpu_calls(monkeypatch):
     """bench_scene's bookkeeping on the CPU: projection, blending and timing are replaced by FAKES that
     return made-up numbers (TEST-DATA); what is checked is which calls are made and what is recorded."""
