@@ -7,13 +7,29 @@
     # a trained OmniRe checkpoint with its processed scene folder (cameras are not in the checkpoint):
     python examples/omnire_driving.py --checkpoint logs/waymo/023/checkpoint_final.pth \
         --scene-dir data/waymo/processed/training/023 --dataset waymo --cameras 0 1 2
+    # the same scene with 3DGUT (unscented projection, 3D evaluation), also through fisheye cameras:
+    python examples/omnire_driving.py --variant 3dgut --camera-model fisheye --frames 10 --out out/omnire_3dgut
+    # 2DGS: a SYNTHETIC street of surfels (a checkpoint must hold surfels: two scales per Gaussian)
+    python examples/omnire_driving.py --variant 2dgs --frames 10 --out out/omnire_2dgs
 
 Each frame is composed as drivestudio does it (every node's activated world-space Gaussians, colours from SH
-per node, all nodes in ONE `gsplat.rasterization` call with drivestudio's arguments, sky in 1 - alpha, affine
+per node, all nodes in ONE gsplat render call with drivestudio's arguments, sky in 1 - alpha, affine
 colour transform) and rendered with backend="cuda" (gsplat unchanged) and backend="lpt". Reported per frame:
-alpha-blending time (gsplat's `rasterize_to_pixels` vs ours, same inputs), end-to-end `rasterization` time,
-speedups, tile imbalance, the chosen (h, k) and PSNR between the backends. Writes PNG frames, a video, and
+alpha-blending time (gsplat's blend function vs ours, same inputs), end-to-end render time, speedups, tile
+imbalance, the chosen (h, k) and PSNR between the backends. Writes PNG frames, a video, and
 `results.csv` / `results.json` under --out. Needs a CUDA GPU.
+
+Gaussian variants (--variant): 3dgs (default) renders with `gsplat.rasterization` and times
+`rasterize_to_pixels`, as drivestudio trains and renders OmniRe. 3dgut renders the same 3D Gaussians with
+`rasterization(..., with_ut=True, with_eval3d=True)` and times `rasterize_to_pixels_eval3d`; it is not the
+renderer the checkpoint was trained with, so its images differ from those of 3dgs, while gsplat and
+gsplat-lpt are compared on identical inputs. 2dgs renders with `rasterization_2dgs` and times
+`rasterize_to_pixels_2dgs`; it needs surfels, so a checkpoint is refused unless every Gaussian node stores two
+scales per Gaussian (as 2DGS trains them): flattening trained 3D Gaussians into surfels would render a
+different scene. Without a checkpoint, --variant 2dgs generates the SYNTHETIC street as surfels (each
+Gaussian flattened along its shortest axis). --camera-model fisheye reads the cameras' intrinsics as an OpenCV
+fisheye without distortion (equidistant: wider than the pinhole view; the sky follows the same model); 3dgs
+and 3dgut have it, gsplat's 2DGS is pinhole only (refused).
 
 Several GPUs of one host: `torchrun --nproc-per-node N examples/omnire_driving.py ...` gives each GPU every
 N-th frame (each frame timed on its own GPU); rank 0 gathers the rows and frames, prints and writes.
@@ -26,7 +42,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple
 
 import torch
 import tyro
@@ -36,6 +52,7 @@ if (_REPO_ROOT / "gsplat_lpt").is_dir() and str(_REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(_REPO_ROOT))  # run from a checkout without `pip install -e .`
 
 import omnire  # noqa: E402  (examples/omnire/, beside this script)
+from gsplat_lpt.tools import frame as lpt_frame  # noqa: E402
 from gsplat_lpt.tools import output  # noqa: E402
 from gsplat_lpt.tools.distributed import Workers  # noqa: E402
 from gsplat_lpt.tools.metrics import psnr  # noqa: E402
@@ -65,6 +82,13 @@ class Args:
     """output folder: frames/, video, results.csv, results.json (and synthetic_street/ when generated)."""
     mode: Literal["lpt", "chunk", "fixed", "auto"] = "auto"
     """gsplat-lpt schedule compared against gsplat's kernel."""
+    variant: Literal["3dgs", "2dgs", "3dgut"] = "3dgs"
+    """3dgs: rasterization (drivestudio's renderer); 3dgut: the same 3D Gaussians with with_ut=True,
+    with_eval3d=True; 2dgs: rasterization_2dgs, only for surfels (a checkpoint of 3D Gaussians is refused; without
+    --checkpoint the SYNTHETIC street is generated as surfels)."""
+    camera_model: Literal["pinhole", "fisheye"] = "pinhole"
+    """fisheye: the cameras' intrinsics read as an OpenCV fisheye without distortion (equidistant); 3dgs and
+    3dgut only (gsplat's 2DGS is pinhole only)."""
     repeats: int = 21
     """timed runs per variant and frame (median reported; variants interleaved)."""
     warmup: int = 3
@@ -115,10 +139,15 @@ def validate(args: Args) -> None:
             raise SystemExit(f"error: the SYNTHETIC rig has cameras 0..{synthetic_cameras - 1}, got {args.cameras}")
     if not args.density > 0:
         raise SystemExit("error: --density must be > 0")
+    try:
+        lpt_frame.check_variant(args.variant, args.camera_model)
+    except ValueError as error:
+        raise SystemExit(f"error: --variant {args.variant} --camera-model {args.camera_model}: {error}") from None
 
 
 def write_synthetic(args: Args) -> Tuple[Path, Path]:
-    config = omnire.SyntheticStreetConfig(num_frames=args.frames, seed=args.seed, density=args.density)
+    config = omnire.SyntheticStreetConfig(num_frames=args.frames, seed=args.seed, density=args.density,
+                                          surfels=args.variant == "2dgs")
     return omnire.write_synthetic_scene(args.synthetic_dir or args.out / "synthetic_street", config)
 
 
@@ -135,28 +164,27 @@ def load_scene(args: Args, workers: Optional[Workers] = None) -> Tuple[omnire.Dr
     else:
         checkpoint, scene_dir, dataset = args.checkpoint, args.scene_dir, args.dataset
     scene = omnire.load_checkpoint(checkpoint, sky=args.sky)
+    check_scene_variant(scene, args.variant)
     frames = min(args.frames, scene.num_frames or args.frames)
     rig = omnire.load_camera_rig(scene_dir, dataset, args.cameras, num_frames=frames,
                                  start_timestep=args.start_timestep, render_size=render_size(args))
     return scene, rig
 
 
-def blend_inputs_from_meta(meta: Dict[str, Any], rgb: torch.Tensor):
-    """The exact `rasterize_to_pixels` arguments of a render_mode="RGB+ED" rasterization call."""
-    from gsplat_lpt.tools.frame import BlendInputs
+def check_scene_variant(scene: omnire.DrivingScene, variant: str) -> None:
+    """2dgs renders surfels: refuse (ValueError, one line) a checkpoint whose nodes hold 3D Gaussians."""
+    flat = scene.non_surfel_nodes()
+    if variant == "2dgs" and flat:
+        raise ValueError(f"--variant 2dgs renders surfels (two scales per Gaussian, as 2DGS trains them), and the "
+                         f"checkpoint's {', '.join(flat)} hold 3D Gaussians (three scales): as surfels they would "
+                         f"render a different scene; use --variant 3dgs or 3dgut (without --checkpoint, --variant "
+                         f"2dgs generates a SYNTHETIC street of surfels)")
 
-    colors = torch.cat([rgb, meta["depths"][..., None]], dim=-1).contiguous()  # [C, N, 4]: RGB + depth
-    return BlendInputs(
-        means2d=meta["means2d"].contiguous(),  # [C, N, 2]
-        conics=meta["conics"].contiguous(),  # [C, N, 3]
-        colors=colors,
-        opacities=meta["opacities"].contiguous(),  # [C, N]
-        width=meta["width"],
-        height=meta["height"],
-        tile_size=meta["tile_size"],
-        isect_offsets=meta["isect_offsets"],  # [C, tile_height, tile_width]
-        flatten_ids=meta["flatten_ids"],  # [n_isects]
-    )
+
+def variant_title(variant: str) -> str:
+    """"2DGS: gsplat's rasterize_to_pixels_2dgs vs gsplat-lpt"."""
+    spec = lpt_frame.VARIANT_SPECS[variant]
+    return f"{spec.title}: gsplat's {spec.blend_function} vs gsplat-lpt"
 
 
 def to_uint8_strip(images: torch.Tensor):
@@ -169,40 +197,45 @@ def to_uint8_strip(images: torch.Tensor):
 def measure_frame(args: Args, scene: omnire.DrivingScene, rig: omnire.CameraRig, frame: int, config,
                   rank: int = 0) -> Tuple[Dict[str, Any], Any]:
     """One frame on this process's GPU: both backends rendered and timed. Returns (row, uint8 strip of the cameras)."""
-    import gsplat
-
     from gsplat_lpt.tools.timing import median_ms, time_interleaved
 
     camtoworlds = rig.camtoworlds[frame]  # [C, 4, 4]
     gaussians = omnire.compose_frame(scene, frame, camtoworlds)
     viewmats = torch.linalg.inv(camtoworlds)  # [C, 4, 4]
+    options = omnire.rasterize_kwargs(args.variant)  # drivestudio's arguments (render_mode "RGB+ED")
 
-    def rasterize(backend: str, **extra):
-        return gsplat.rasterization(
-            gaussians.means, gaussians.quats, gaussians.scales, gaussians.opacities, gaussians.colors,
-            viewmats, rig.Ks, rig.width, rig.height, backend=backend, **omnire.RASTERIZE_KWARGS, **extra)
+    def rasterize(backend: str, lpt_config=None):  # the variant's render call: (colors, alphas, meta)
+        return lpt_frame.colors_alphas_meta(lpt_frame.render_frame(
+            args.variant, gaussians.means, gaussians.quats, gaussians.scales, gaussians.opacities, gaussians.colors,
+            viewmats, rig.Ks, rig.width, rig.height, backend=backend, config=lpt_config,
+            camera_model=args.camera_model, **options))
 
     colors_cuda, alphas_cuda, meta_cuda = rasterize("cuda")  # [C, H, W, 4], [C, H, W, 1]
-    colors_lpt, alphas_lpt, meta_lpt = rasterize("lpt", lpt_config=config)
-    blend = blend_inputs_from_meta(meta_cuda, gaussians.colors)
+    colors_lpt, alphas_lpt, meta_lpt = rasterize("lpt", config)
+    blend = lpt_frame.blend_inputs_from_meta(
+        args.variant, meta_cuda, gaussians.colors, render_mode=options["render_mode"], means=gaussians.means,
+        quats=gaussians.quats, scales=gaussians.scales, viewmats=viewmats, Ks=rig.Ks, camera_model=args.camera_model)
     blend_vanilla = blend.blend("vanilla")
-    blend_lpt = blend.blend_with_stats(args.mode)
-    stats = blend_lpt[-1] if isinstance(blend_lpt[-1], dict) else meta_lpt.get("lpt", {})
+    *blend_lpt, report = blend.blend_with_stats(args.mode, config)
+    stats = report if isinstance(report, Mapping) else meta_lpt.get("lpt", {})
     times = time_interleaved(
         {
             "blend_vanilla": lambda: blend.blend("vanilla"),
             "blend_lpt": lambda: blend.blend(args.mode, config),
             "e2e_cuda": lambda: rasterize("cuda"),
-            "e2e_lpt": lambda: rasterize("lpt", lpt_config=config),
+            "e2e_lpt": lambda: rasterize("lpt", config),
         },
         repeats=args.repeats, warmup=args.warmup,
     )
     ms = {name: median_ms(samples) for name, samples in times.items()}
-    sky_rgb = omnire.sky_colors(scene, camtoworlds, rig.Ks, rig.width, rig.height)  # [C, H, W, 3] or None
+    sky_rgb = omnire.sky_colors(scene, camtoworlds, rig.Ks, rig.width, rig.height,
+                                args.camera_model)  # [C, H, W, 3] or None
     image_lpt = omnire.composite_image(colors_lpt, alphas_lpt, sky_rgb, scene.affine)  # [C, H, W, 3]
     row = {
         "scene": omnire.SYNTHETIC_LABEL if scene.synthetic else "checkpoint",
         "frame": frame,
+        "variant": args.variant,
+        "camera_model": args.camera_model,
         "timestep": args.start_timestep + frame,
         "cameras": len(rig.camera_ids),
         "gaussians": gaussians.count,
@@ -339,7 +372,12 @@ def write_results(args: Args, scene: omnire.DrivingScene, rig: omnire.CameraRig,
         "render_size_hw": [rig.height, rig.width],
         "camera_ids": list(rig.camera_ids),
         "args": {key: (str(value) if isinstance(value, Path) else value) for key, value in asdict(args).items()},
-        "timing": "CUDA events, median of --repeats runs after --warmup, the four variants interleaved",
+        "variant": args.variant,
+        "blend_function": lpt_frame.VARIANT_SPECS[args.variant].blend_function,
+        "render_call": lpt_frame.VARIANT_SPECS[args.variant].render_call,
+        "camera_model": args.camera_model,
+        "timing": "CUDA events, median of --repeats runs after --warmup, the four calls (blend and end-to-end, "
+                  "each backend) interleaved",
         "totals": totals,
         "frames": rows,
     })
@@ -377,7 +415,9 @@ def run(args: Args, workers: Workers) -> int:
         return 1
     console.print(f"scene: {scene.label}; {scene.total_gaussians():,} Gaussians in "
                   f"{', '.join(node.name for node in scene.nodes)}; {rig.num_frames} frames; cameras "
-                  f"{list(rig.camera_ids)} at {rig.height}x{rig.width}; mode {args.mode}"
+                  f"{list(rig.camera_ids)} at {rig.height}x{rig.width}"
+                  + (f" ({args.camera_model})" if args.camera_model != "pinhole" else "")
+                  + f"; {variant_title(args.variant)}; mode {args.mode}"
                   + (f"; {workers.world_size} GPUs" if workers.is_distributed else ""))
     for note in scene.notes:
         console.print(f"  note: {note}")
@@ -387,7 +427,7 @@ def run(args: Args, workers: Workers) -> int:
         return 0
     totals = summarise(rows)
     title = (f"{scene.label} | {torch.cuda.get_device_name()} | {rig.height}x{rig.width} x {len(rig.camera_ids)} "
-             f"camera(s) | gsplat kernel vs gsplat-lpt ({args.mode})")
+             f"{args.camera_model} camera(s) | {variant_title(args.variant)} ({args.mode})")
     print_table(rows, totals, title, console)
     write_results(args, scene, rig, rows, totals, workers.world_size)
     console.print(f"results: {args.out / 'results.csv'}, {args.out / 'results.json'}"

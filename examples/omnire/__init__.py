@@ -7,7 +7,8 @@ One module per job:
 - `rig`: read a processed scene folder (intrinsics/, extrinsics/, ego_pose/) into a `CameraRig`;
 - `compose`: one frame as drivestudio renders it (all nodes in one `gsplat.rasterization` call with
   `RASTERIZE_KWARGS`, per-camera SH colours, sky in 1 - alpha, affine transform);
-- `synthetic`: a SYNTHETIC street written in the same checkpoint and folder formats.
+- `synthetic`: a SYNTHETIC street written in the same checkpoint and folder formats (3D Gaussians, or 2DGS
+  surfels with `SyntheticStreetConfig(surfels=True)`).
 
 Everything here is plain torch and runs on the CPU; only `gsplat.rasterization` (in the example) needs CUDA.
 """
@@ -36,10 +37,17 @@ from .compose import (
     compose_frame,
     evaluate_node_colors,
     pixel_viewdirs,
+    rasterize_kwargs,
     sky_colors,
 )
 from .rig import DATASETS, RENDER_SIZES, CameraRig, load_camera_rig, scale_intrinsics
-from .synthetic import SyntheticStreetConfig, build_synthetic_checkpoint, write_camera_folder, write_synthetic_scene
+from .synthetic import (
+    SyntheticStreetConfig,
+    build_synthetic_checkpoint,
+    surfel_parameters,
+    write_camera_folder,
+    write_synthetic_scene,
+)
 
 __all__ = [
     "DATASETS",
@@ -67,10 +75,12 @@ __all__ = [
     "node_from_state_dict",
     "pixel_viewdirs",
     "quat_multiply",
+    "rasterize_kwargs",
     "sample_cube_map",
     "scale_intrinsics",
     "sky_colors",
     "sky_from_state_dict",
+    "surfel_parameters",
     "write_camera_folder",
     "write_synthetic_scene",
 ]

@@ -117,6 +117,7 @@ class GaussianNode:
     instances_size: Optional[Tensor] = None  # [I, 3] box size (length, width, height)
     pivots: Optional[Tensor] = None  # [I, 3] local point the rotation turns about (SMPL pelvis); None = origin
     simplification: Optional[str] = None  # set when the node is not rendered exactly as drivestudio does
+    surfel: bool = False  # the checkpoint stores two scales per Gaussian (2DGS surfels; the third is 0 here)
 
     @property
     def is_instance_node(self) -> bool:
@@ -200,7 +201,8 @@ def node_from_state_dict(name: str, state: Dict[str, Tensor]) -> GaussianNode:
     if (sh_degree + 1) ** 2 != sh_coeffs.shape[1]:
         raise CheckpointFormatError(f"models[{name!r}]: {sh_coeffs.shape[1]} SH bases is not a square number")
 
-    node = GaussianNode(name, means, quats, scales, opacities, sh_coeffs, sh_degree)
+    node = GaussianNode(name, means, quats, scales, opacities, sh_coeffs, sh_degree,
+                        surfel=state["_scales"].shape[-1] == 2)
     if not any(key in state for key in INSTANCE_KEYS):
         return node
 
@@ -398,6 +400,10 @@ class DrivingScene:
 
     def total_gaussians(self) -> int:
         return sum(int(node.means.shape[0]) for node in self.nodes)
+
+    def non_surfel_nodes(self) -> List[str]:
+        """Nodes whose Gaussians are 3D (three scales, or one for balls): what 2DGS cannot render as trained."""
+        return [node.name for node in self.nodes if not node.surfel]
 
 
 def load_checkpoint(path: Path | str, sky: str = "checkpoint",

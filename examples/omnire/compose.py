@@ -24,6 +24,16 @@ RASTERIZE_KWARGS: Dict[str, Any] = dict(
 )
 
 
+def rasterize_kwargs(variant: str = "3dgs") -> Dict[str, Any]:
+    """drivestudio's arguments for the render call of a Gaussian variant (3dgs, 2dgs, 3dgut): RASTERIZE_KWARGS,
+    less `rasterize_mode` for 2dgs (gsplat's `rasterization_2dgs` has no such argument). 3dgut's with_ut and
+    with_eval3d are the render call's own (gsplat_lpt.tools.frame.render_frame adds them)."""
+    kwargs = dict(RASTERIZE_KWARGS)
+    if variant == "2dgs":
+        kwargs.pop("rasterize_mode")
+    return kwargs
+
+
 @dataclass
 class FrameGaussians:
     """Everything one `rasterization` call needs for one frame and a batch of C cameras."""
@@ -75,21 +85,33 @@ def compose_frame(scene: DrivingScene, frame: int, camtoworlds: Tensor) -> Frame
     )
 
 
-def sky_colors(scene: DrivingScene, camtoworlds: Tensor, Ks: Tensor, width: int, height: int) -> Optional[Tensor]:
+def sky_colors(scene: DrivingScene, camtoworlds: Tensor, Ks: Tensor, width: int, height: int,
+               camera_model: str = "pinhole") -> Optional[Tensor]:
     """The scene's sky seen through every pixel of every camera ([C, H, W, 3]); None without a sky."""
     if scene.sky is None:
         return None
-    return scene.sky(pixel_viewdirs(camtoworlds, Ks, width, height))
+    return scene.sky(pixel_viewdirs(camtoworlds, Ks, width, height, camera_model))
 
 
-def pixel_viewdirs(camtoworlds: Tensor, Ks: Tensor, width: int, height: int) -> Tensor:
-    """World-space unit ray direction through each pixel centre. [C, 4, 4], [C, 3, 3] -> [C, H, W, 3]"""
+def pixel_viewdirs(camtoworlds: Tensor, Ks: Tensor, width: int, height: int, camera_model: str = "pinhole") -> Tensor:
+    """World-space unit ray direction through each pixel centre. [C, 4, 4], [C, 3, 3] -> [C, H, W, 3]
+
+    camera_model "pinhole", or "fisheye": gsplat's OpenCV fisheye without distortion (equidistant: a pixel at
+    normalised radius r looks r radians away from the optical axis)."""
+    if camera_model not in ("pinhole", "fisheye"):
+        raise ValueError(f"camera_model must be 'pinhole' or 'fisheye', got {camera_model!r}")
     device = camtoworlds.device
     ys, xs = torch.meshgrid(torch.arange(height, device=device, dtype=torch.float32) + 0.5,
                             torch.arange(width, device=device, dtype=torch.float32) + 0.5, indexing="ij")
     fx, fy = Ks[:, 0, 0, None, None], Ks[:, 1, 1, None, None]
     cx, cy = Ks[:, 0, 2, None, None], Ks[:, 1, 2, None, None]
-    camera_dirs = torch.stack([(xs - cx) / fx, (ys - cy) / fy, torch.ones_like(xs).expand_as(xs - cx)], -1)
+    u, v = (xs - cx) / fx, (ys - cy) / fy  # [C, H, W]
+    if camera_model == "fisheye":
+        theta = torch.sqrt(u * u + v * v)
+        along = torch.where(theta > 1e-8, torch.sin(theta) / theta.clamp_min(1e-8), torch.ones_like(theta))
+        camera_dirs = torch.stack([u * along, v * along, torch.cos(theta)], -1)
+    else:
+        camera_dirs = torch.stack([u, v, torch.ones_like(u)], -1)
     world_dirs = torch.einsum("cij,chwj->chwi", camtoworlds[:, :3, :3], camera_dirs)  # [C, H, W, 3]
     return F.normalize(world_dirs, dim=-1)
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .checkpoint import SH_C0, SYNTHETIC_LABEL, axis_angle_quat, yaw_quat
+from .checkpoint import SH_C0, SYNTHETIC_LABEL, axis_angle_quat, quat_multiply, yaw_quat
 from .rig import CAMERA_ORIGINAL_SIZES
 
 
@@ -41,6 +41,7 @@ class SyntheticStreetConfig:
     num_cameras: int = 6  # front, front-left, front-right, left, right, back
     sh_degree: int = 3
     sky_resolution: int = 16
+    surfels: bool = False  # 2DGS: two scales per Gaussian, each flattened along its shortest axis
 
     @property
     def duration(self) -> float:
@@ -287,16 +288,39 @@ def _vehicle_tracks(config: SyntheticStreetConfig, ego_x: Tensor) -> Tuple[Tenso
     return torch.stack(quats, 1), torch.stack(trans, 1), torch.stack(visible, 1)
 
 
-def _sh_parameters(cloud: _Cloud, sh_degree: int, generator: torch.Generator) -> Dict[str, Tensor]:
-    """drivestudio's raw parameters: log scales, logit opacities [N, 1], SH dc [N, 3] and rest [N, K-1, 3]."""
+# Quaternions (w, x, y, z) of the rotations that take local z to local x (index 0) and to local y (index 1):
+# 120 degrees about (1, 1, 1) (x -> y -> z -> x) and its inverse.
+_THIN_AXIS_TO_Z = {0: (0.5, 0.5, 0.5, 0.5), 1: (0.5, -0.5, -0.5, -0.5)}
+_SCALE_ORDER = {0: (1, 2, 0), 1: (2, 0, 1), 2: (0, 1, 2)}  # old axes that become new local x, y, z
+
+
+def surfel_parameters(scales: Tensor, quats: Tensor) -> Tuple[Tensor, Tensor]:
+    """2DGS surfels from 3D Gaussians: each flattened along its shortest axis, rotated so that this axis is its
+    local z (the surfel normal). [N, 3] activated scales, [N, 4] quats -> ([N, 2] scales, [N, 4] quats)."""
+    thin = scales.argmin(dim=-1)  # [N]
+    new_quats, new_scales = quats.clone(), scales.clone()
+    for axis, order in _SCALE_ORDER.items():
+        chosen = thin == axis
+        new_scales[chosen] = scales[chosen][:, list(order)]
+        if axis in _THIN_AXIS_TO_Z:
+            turn = torch.tensor(_THIN_AXIS_TO_Z[axis], dtype=quats.dtype).expand(int(chosen.sum()), 4)
+            new_quats[chosen] = quat_multiply(quats[chosen], turn)
+    return new_scales[:, :2].contiguous(), F.normalize(new_quats, dim=-1)
+
+
+def _sh_parameters(cloud: _Cloud, sh_degree: int, generator: torch.Generator, surfels: bool = False
+                   ) -> Dict[str, Tensor]:
+    """drivestudio's raw parameters: log scales (two per surfel), logit opacities [N, 1], SH dc [N, 3] and rest
+    [N, K-1, 3]."""
     count = cloud.means.shape[0]
     rest_bases = (sh_degree + 1) ** 2 - 1
     features_rest = torch.randn(count, rest_bases, 3, generator=generator) * torch.as_tensor(
         cloud.view_dependence, dtype=torch.float32).reshape(-1, 1, 1)
+    scales, quats = surfel_parameters(cloud.scales, cloud.quats) if surfels else (cloud.scales, cloud.quats)
     return {
         "_means": cloud.means.float().contiguous(),
-        "_scales": torch.log(cloud.scales.clamp_min(1e-4)).float().contiguous(),
-        "_quats": cloud.quats.float().contiguous(),
+        "_scales": torch.log(scales.clamp_min(1e-4)).float().contiguous(),
+        "_quats": quats.float().contiguous(),
         "_opacities": torch.logit(cloud.opacities.clamp(1e-4, 1 - 1e-4)).float().reshape(count, 1).contiguous(),
         "_features_dc": ((cloud.rgb - 0.5) / SH_C0).float().contiguous(),
         "_features_rest": features_rest.float().contiguous(),
@@ -335,7 +359,7 @@ def build_synthetic_checkpoint(config: SyntheticStreetConfig) -> Dict[str, Any]:
         vehicle_clouds.append(cloud)
         point_ids.append(torch.full((cloud.means.shape[0], 1), instance, dtype=torch.long))
     vehicles = _Cloud.cat(vehicle_clouds)
-    rigid_state = _sh_parameters(vehicles, config.sh_degree, generator)
+    rigid_state = _sh_parameters(vehicles, config.sh_degree, generator, config.surfels)
     rigid_state.update({
         "instances_quats": instances_quats.contiguous(),  # [F, I, 4]
         "instances_trans": instances_trans.contiguous(),  # [F, I, 3]
@@ -351,7 +375,7 @@ def build_synthetic_checkpoint(config: SyntheticStreetConfig) -> Dict[str, Any]:
     }
     return {
         "models": {
-            "Background": _sh_parameters(background, config.sh_degree, generator),
+            "Background": _sh_parameters(background, config.sh_degree, generator, config.surfels),
             "RigidNodes": rigid_state,
             "Sky": {"base": _sky_cube(config.sky_resolution)},
             "Affine": affine_state,

@@ -1,7 +1,7 @@
 """The tools around the library: the `gsplat-lpt` command line and what it runs.
 
 - `cli`: the command line (bench, analyze, render, calibrate);
-- `bench`, `timing`, `frame`: timing the alpha-blending stage on a GPU;
+- `bench`, `timing`, `frame`: timing the alpha-blending stage on a GPU (3DGS, 2DGS, 3DGUT);
 - `analyze`: exact tile workloads and simulated schedules on the CPU;
 - `render`: camera paths to images and videos;
 - `calibrate`: fitting the cost model's lambda and beta on a GPU;

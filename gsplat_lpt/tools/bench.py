@@ -1,14 +1,17 @@
-"""Benchmark of the alpha-blending stage per frame.
+"""Benchmark of the alpha-blending stage per frame, for each Gaussian variant (3DGS, 2DGS, 3DGUT).
 
-For every frame of a scene: gsplat's projection and tiling once (`frame.project_frame`), then the
-whole `rasterize_to_pixels` call of each mode (vanilla = gsplat's kernel, lpt, chunk, auto, and a
-small grid of fixed (rho, k) when asked) timed with CUDA events after warm-up, median of >= 20 runs,
-all modes interleaved in one process (`timing.time_interleaved`). Also per frame: imbalance and the
-policy's (h, k) from `meta["lpt"]` (real K of this GPU), PSNR of every mode against vanilla, and the
-end-to-end `gsplat.rasterization` time with backend="cuda" vs "lpt" (what the speedup is worth for
-the whole frame).
+For every frame of a scene: gsplat's projection and tiling of the variant once
+(`frame.project_variant_frame`), then the whole blending call of each mode (vanilla = gsplat's kernel:
+`rasterize_to_pixels`, `rasterize_to_pixels_2dgs` or `rasterize_to_pixels_eval3d`; lpt, chunk, auto, and
+a small grid of fixed (rho, k) when asked: ours) timed with CUDA events after warm-up, median of >= 20
+runs, all modes interleaved in one process (`measure_blend`, `timing.time_interleaved`). Also per frame:
+imbalance and the policy's (h, k) from the schedule report (real K of this GPU), PSNR of every mode
+against vanilla, and the end-to-end render call (`gsplat.rasterization`, `rasterization_2dgs`, or
+`rasterization(with_ut=True, with_eval3d=True)`) with backend="cuda" vs "lpt" (what the speedup is worth
+for the whole frame).
 
-Only `bench_scene` needs a GPU; tables, CSV/JSON and the summary work on any list of `FrameResult`.
+Only `bench_scene` and `measure_blend` need a GPU; tables, CSV/JSON and the summary work on any list of
+`FrameResult`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -74,6 +77,8 @@ class FrameResult:
     end_to_end_ms: Dict[str, float] = field(default_factory=dict)  # "cuda" / "lpt" -> median ms of rasterization()
     repeats: int = 0
     chunking_disabled_reason: Optional[str] = None
+    variant: str = "3dgs"  # frame.VARIANT_NAMES
+    camera_model: str = "pinhole"
 
     def speedup(self, mode: str) -> float:
         """Vanilla blend time over this mode's (> 1: faster than gsplat)."""
@@ -99,7 +104,8 @@ class FrameResult:
     def row(self) -> Dict[str, Any]:
         """Flat record for CSV (one column per mode)."""
         record: Dict[str, Any] = {
-            "scene": self.scene, "frame": self.frame, "images": self.images, "width": self.width,
+            "scene": self.scene, "frame": self.frame, "images": self.images, "variant": self.variant,
+            "camera_model": self.camera_model, "width": self.width,
             "height": self.height, "num_gaussians": self.num_gaussians, "total_workload": self.total_workload,
             "max_workload": self.max_workload, "imbalance": round(self.imbalance, 4),
             "concurrent_ctas": self.concurrent_ctas, "chunked_tiles": self.chunked_tiles,
@@ -157,15 +163,62 @@ def require_cuda(command: str = "bench") -> None:
                        "schedules on the CPU")
 
 
-def project_scene_frame(device_scene, frame: int):
-    """One frame of a scene (already on the GPU) as blend inputs, with its cameras."""
-    from .frame import project_frame
+def project_scene_frame(device_scene, frame: int, variant: str = "3dgs", camera_model: str = "pinhole"):
+    """One frame of a scene (already on the GPU) as the variant's blend inputs, with its cameras."""
+    from . import frame as frames
 
     viewmats, Ks = device_scene.frame_cameras(frame)
-    inputs = project_frame(device_scene.means, device_scene.quats, device_scene.scales, device_scene.opacities,
-                           device_scene.colors, viewmats, Ks, device_scene.width, device_scene.height,
-                           sh_degree=device_scene.sh_degree)
+    inputs = frames.project_variant_frame(variant, device_scene.means, device_scene.quats, device_scene.scales,
+                                          device_scene.opacities, device_scene.colors, viewmats, Ks,
+                                          device_scene.width, device_scene.height, sh_degree=device_scene.sh_degree,
+                                          camera_model=camera_model)
     return inputs, viewmats, Ks
+
+
+@dataclass
+class BlendMeasurement:
+    """One frame's blending stage: median ms per label (vanilla and ours), PSNR vs vanilla, schedule reports."""
+
+    blend_ms: Dict[str, float]
+    psnr_db: Dict[str, float]
+    reports: Dict[str, Mapping[str, Any]]
+    extras: Dict[str, Dict[str, Any]]  # label -> what `compare` returned
+
+
+def measure_blend(
+    inputs,  # frame.BlendInputs, Blend2DGS or Blend3DGUT (anything with blend / blend_with_stats)
+    configs: Mapping[str, Tuple[str, LPTConfig]],  # label -> (mode, config) of ours
+    repeats: int = 21,
+    warmup: int = 3,
+    image: Callable[[Any], torch.Tensor] = lambda outputs: outputs[0],
+    settle: int = 2,
+    compare: Optional[Callable[[Any, Any], Dict[str, Any]]] = None,
+) -> BlendMeasurement:
+    """gsplat's kernel ("vanilla") and each of our configs on one frame: outputs and schedule report of each
+    config after `settle` untimed calls (the first auto frames size the partial buffers and learn where
+    items stop), PSNR of `image(outputs)` against gsplat's, `compare(outputs, reference)` when given; then
+    all of them timed interleaved (CUDA events, `warmup` untimed rounds, median of `repeats`)."""
+    from .timing import median_ms, time_interleaved
+
+    reference = inputs.blend("vanilla")
+    psnrs: Dict[str, float] = {}
+    reports: Dict[str, Mapping[str, Any]] = {}
+    extras: Dict[str, Dict[str, Any]] = {}
+    for label, (mode, config) in configs.items():
+        for _ in range(settle):
+            inputs.blend(mode, config)
+        *outputs, report = inputs.blend_with_stats(mode, config)
+        psnrs[label] = psnr(image(outputs), image(reference))
+        reports[label] = report
+        if compare is not None:
+            extras[label] = compare(outputs, reference)
+        del outputs
+    del reference
+    calls: Dict[str, Callable[[], Any]] = {"vanilla": lambda: inputs.blend("vanilla")}
+    for label, (mode, config) in configs.items():
+        calls[label] = (lambda m=mode, c=config: inputs.blend(m, c))
+    times = time_interleaved(calls, repeats=repeats, warmup=warmup)
+    return BlendMeasurement({label: median_ms(samples) for label, samples in times.items()}, psnrs, reports, extras)
 
 
 def bench_scene(
@@ -178,43 +231,32 @@ def bench_scene(
     end_to_end: bool = True,
     frames: Optional[Iterable[int]] = None,
     progress: bool = True,
+    variant: str = "3dgs",
+    camera_model: str = "pinhole",
 ) -> List[FrameResult]:
-    """Time every mode on every frame of `scene` (on the current CUDA device)."""
-    require_cuda()
-    from .timing import median_ms, time_interleaved
+    """Time every mode on every frame of `scene` (on the current CUDA device), rendered as `variant`."""
+    from .frame import check_variant
 
+    spec = check_variant(variant, camera_model)  # ValueError before anything needs the GPU
+    require_cuda()
     if repeats < 20:
         raise ValueError(f"repeats must be >= 20 (median of at least 20 runs), got {repeats}")
-    modes = list(dict.fromkeys(["vanilla", *modes]))  # vanilla is the reference of PSNR and speedups
+    ours = [mode for mode in dict.fromkeys(modes) if mode != "vanilla"]  # vanilla: always, the reference
     config = config or LPTConfig()
+    configs: Dict[str, Tuple[str, LPTConfig]] = {mode: (mode, config) for mode in ours}
+    for rho, k in fixed_grid or ():
+        configs[fixed_label(rho, k)] = ("fixed", config.replace(heavy_ratio=rho, chunk_count=k))
     device_scene = scene.to("cuda")
     frame_ids = list(range(scene.num_frames)) if frames is None else list(frames)
     results: List[FrameResult] = []
-    for frame in _track(frame_ids, f"bench {scene.name}", progress):
-        inputs, viewmats, Ks = project_scene_frame(device_scene, frame)
-        variants: Dict[str, Any] = {}
-        configs: Dict[str, Tuple[str, LPTConfig]] = {}
-        for mode in modes:
-            configs[mode] = (mode, config)
-        for rho, k in fixed_grid or ():
-            configs[fixed_label(rho, k)] = ("fixed", config.replace(heavy_ratio=rho, chunk_count=k))
-        for label, (mode, mode_config) in configs.items():
-            variants[label] = (lambda m=mode, c=mode_config: inputs.blend(m, c))
-        # Outputs once per variant: PSNR against gsplat's kernel, and the schedule auto chose.
-        reference, _ = inputs.blend("vanilla")
-        psnrs: Dict[str, float] = {}
-        report: Dict[str, Any] = {}
-        for label, (mode, mode_config) in configs.items():
-            if mode == "vanilla":
-                continue
-            colors, _, stats = inputs.blend_with_stats(mode, mode_config)
-            psnrs[label] = psnr(colors, reference)
-            if label == "auto" or not report:
-                report = stats
-        times = time_interleaved(variants, repeats=repeats, warmup=warmup)
+    for frame in _track(frame_ids, f"bench {scene.name} ({spec.title})", progress):
+        inputs, viewmats, Ks = project_scene_frame(device_scene, frame, variant, camera_model)
+        measured = measure_blend(inputs, configs, repeats=repeats, warmup=warmup, image=spec.image)
+        report: Mapping[str, Any] = measured.reports.get("auto") or next(iter(measured.reports.values()), {})
         end_to_end_ms: Dict[str, float] = {}
         if end_to_end:
-            end_to_end_ms = _time_rasterization(device_scene, viewmats, Ks, config, repeats, warmup)
+            end_to_end_ms = _time_rasterization(device_scene, viewmats, Ks, config, repeats, warmup, variant,
+                                                camera_model)
         results.append(FrameResult(
             scene=scene.name, frame=frame, images=int(viewmats.shape[0]), width=scene.width, height=scene.height,
             num_gaussians=scene.num_gaussians, total_workload=int(report.get("total_workload", inputs.flatten_ids.numel())),
@@ -222,27 +264,31 @@ def bench_scene(
             concurrent_ctas=int(report.get("concurrent_ctas", 0)),
             chunked_tiles=int(report.get("chunked_tiles", 0)) if "auto" in configs else 0,
             chunk_count=int(report.get("chunk_count", 1)) if "auto" in configs else 1,
-            blend_ms={label: median_ms(samples) for label, samples in times.items()},
-            psnr_db=psnrs, end_to_end_ms=end_to_end_ms, repeats=repeats,
-            chunking_disabled_reason=report.get("chunking_disabled_reason"),
+            blend_ms=measured.blend_ms, psnr_db=measured.psnr_db, end_to_end_ms=end_to_end_ms, repeats=repeats,
+            chunking_disabled_reason=report.get("chunking_disabled_reason"), variant=variant,
+            camera_model=camera_model,
         ))
-        del inputs, reference
+        del inputs
         torch.cuda.empty_cache()
     return results
 
 
-def _time_rasterization(scene, viewmats, Ks, config: LPTConfig, repeats: int, warmup: int) -> Dict[str, float]:
-    """Median ms of the whole `gsplat.rasterization` call with gsplat's backend and ours."""
-    import gsplat
-
-    from .. import hook  # noqa: F401  (importing gsplat_lpt installed the backend flag)
+def _time_rasterization(scene, viewmats, Ks, config: LPTConfig, repeats: int, warmup: int, variant: str = "3dgs",
+                        camera_model: str = "pinhole") -> Dict[str, float]:
+    """Median ms of the variant's whole render call (`frame.render_frame`) with gsplat's backend and ours, as
+    evaluation frames (no autograd: `rasterization_2dgs` makes its densify tensor require grad, and frames that
+    need gradients are never chunked)."""
+    from .frame import VARIANT_SPECS, render_frame
     from .timing import median_ms, time_interleaved
 
+    render_mode = "RGB+D" if VARIANT_SPECS[variant].depth_channel else "RGB"  # what the blend stage was given
+
+    @torch.no_grad()
     def render(backend: str):
-        extra = {"lpt_config": config} if backend == "lpt" else {}
-        return gsplat.rasterization(scene.means, scene.quats, scene.scales, scene.opacities, scene.colors, viewmats,
-                                    Ks, scene.width, scene.height, sh_degree=scene.sh_degree, packed=False,
-                                    backend=backend, **extra)
+        return render_frame(variant, scene.means, scene.quats, scene.scales, scene.opacities, scene.colors,
+                            viewmats, Ks, scene.width, scene.height, backend=backend, config=config,
+                            camera_model=camera_model, sh_degree=scene.sh_degree, packed=False,
+                            render_mode=render_mode)
 
     times = time_interleaved({"cuda": lambda: render("cuda"), "lpt": lambda: render("lpt")},
                              repeats=repeats, warmup=warmup)

@@ -2,6 +2,8 @@
 
     gsplat-lpt bench                                  # built-in driving scene, all modes, GPU
     gsplat-lpt bench --scene ladder --fixed-grid --out results/
+    gsplat-lpt bench --variant 2dgs                   # 2DGS: rasterize_to_pixels_2dgs, rasterization_2dgs
+    gsplat-lpt bench --variant 3dgut --camera-model fisheye   # 3DGUT: eval3d blend, rasterization(with_ut=...)
     gsplat-lpt analyze --scene street extreme         # CPU: tile statistics and simulated schedules
     gsplat-lpt analyze --scene path/to/ckpt_29999_rank0.pt --colmap path/to/dataset
     gsplat-lpt render --scene bonsai.splat --path orbit --frames 60 --video orbit.mp4
@@ -86,7 +88,8 @@ class PolicyOptions:
 @dataclass
 class Bench(SceneOptions, PolicyOptions):
     """Time the alpha-blending stage per frame: vanilla (gsplat), lpt, chunk, auto (+ a fixed (rho, k) grid),
-    CUDA events, warm-up, median of >= 20 interleaved runs; PSNR vs vanilla; end-to-end rasterization(). GPU only."""
+    CUDA events, warm-up, median of >= 20 interleaved runs; PSNR vs vanilla; the end-to-end render call.
+    For 3DGS, 2DGS or 3DGUT (--variant). GPU only."""
 
     out: Path = Path("gsplat-lpt-bench")
     """Output folder: bench.csv, bench.json, speedup_vs_imbalance.png, frame_times.png."""
@@ -99,7 +102,14 @@ class Bench(SceneOptions, PolicyOptions):
     warmup: int = 3
     """Untimed runs per mode first."""
     end_to_end: bool = True
-    """Also time the whole gsplat.rasterization() call with backend cuda vs lpt."""
+    """Also time the variant's whole render call (rasterization, rasterization_2dgs) with backend cuda vs lpt."""
+    variant: Literal["3dgs", "2dgs", "3dgut"] = "3dgs"
+    """Gaussian variant timed, gsplat's blend call vs ours (end to end: its render call). 3dgs: rasterize_to_pixels
+    (rasterization); 2dgs: rasterize_to_pixels_2dgs, RGB + depth, the Gaussians as surfels (rasterization_2dgs);
+    3dgut: rasterize_to_pixels_eval3d (rasterization with with_ut=True, with_eval3d=True)."""
+    camera_model: Literal["pinhole", "fisheye"] = "pinhole"
+    """fisheye: the scene's intrinsics read as an OpenCV fisheye camera without distortion (equidistant, wider
+    view); 3dgs and 3dgut only (gsplat's 2DGS projection is pinhole only)."""
 
 
 @dataclass
@@ -258,6 +268,7 @@ def run_bench(args: Bench, console, workers: Workers) -> int:
         raise BadInput(f"--warmup must be >= 0, got {args.warmup}")
     if args.tile_size != 16:
         raise BadInput("bench uses gsplat's default tile size 16")
+    check_variant_options(args.variant, args.camera_model)
     config = policy_config(args, "auto")
     bench.require_cuda()
     place = workers.on_main(lambda: prepare_output(args.out, BENCH_FILES), errors=(OutputError,))
@@ -265,29 +276,53 @@ def run_bench(args: Bench, console, workers: Workers) -> int:
         return _bench(args, names, config, console, workers)
 
 
+def check_variant_options(variant: str, camera_model: str) -> None:
+    """--variant and --camera-model together (one line naming both when the variant lacks that camera)."""
+    from .frame import check_variant
+
+    try:
+        check_variant(variant, camera_model)
+    except ValueError as error:
+        raise BadInput(f"--variant {variant} --camera-model {camera_model}: {error}") from None
+
+
+def variant_title(variant: str, camera_model: str = "pinhole") -> str:
+    """"3DGS: gsplat's rasterize_to_pixels vs ours" (and the camera model when it is not pinhole)."""
+    from .frame import VARIANT_SPECS
+
+    spec = VARIANT_SPECS[variant]
+    return (f"{spec.title}: gsplat's {spec.blend_function} vs ours"
+            + (f", {camera_model} cameras" if camera_model != "pinhole" else ""))
+
+
 def _bench(args: Bench, names: Sequence[str], config, console, workers: Workers) -> int:
     from . import bench, plots
+    from .frame import VARIANT_SPECS
 
     scenes = [load(name, args) for name in names]
+    title = variant_title(args.variant, args.camera_model)
     results = []
     for scene in scenes:
-        console.print(f"[bold]{scene.summary()}[/bold]" + (f" on {workers.world_size} GPUs" if workers.is_distributed
-                                                           else ""))
+        console.print(f"[bold]{scene.summary()}[/bold], {title}"
+                      + (f" on {workers.world_size} GPUs" if workers.is_distributed else ""))
         mine = bench.bench_scene(scene, modes=args.modes, repeats=args.repeats, warmup=args.warmup, config=config,
                                  fixed_grid=bench.DEFAULT_FIXED_GRID if args.fixed_grid else None,
                                  end_to_end=args.end_to_end, frames=workers.shard(range(scene.num_frames)),
-                                 progress=workers.is_main)
+                                 progress=workers.is_main, variant=args.variant, camera_model=args.camera_model)
         results += workers.gather(mine) or []  # rank 0: every frame, in order
     if not workers.is_main:
         return 0
-    console.print(bench.results_table(results))
+    console.print(bench.results_table(results, title=f"alpha blending per frame (median ms), {title}"))
+    spec = VARIANT_SPECS[args.variant]
     meta = {"command": " ".join(sys.argv), "scenes": [s.summary() for s in scenes], "config": repr(config),
             "repeats": args.repeats, "warmup": args.warmup, "processes": workers.world_size,
-            **bench.environment_facts()}
+            "variant": args.variant, "camera_model": args.camera_model, "blend_function": spec.blend_function,
+            "render_call": spec.render_call, **bench.environment_facts()}
     paths = bench.write_results(results, args.out, meta)
+    note = ", ".join(part for part in (meta.get("gpu"), title) if part)
     paths["speedup_plot"] = plots.plot_speedup_vs_imbalance(results, Path(args.out) / "speedup_vs_imbalance.png",
-                                                            note=meta.get("gpu"))
-    paths["times_plot"] = plots.plot_frame_times(results, Path(args.out) / "frame_times.png", note=meta.get("gpu"))
+                                                            note=note)
+    paths["times_plot"] = plots.plot_frame_times(results, Path(args.out) / "frame_times.png", note=note)
     for summary in bench.summarize(results):
         console.print(f"  {summary['band']:>15}: {summary['frames']} frame(s), auto "
                       f"{summary.get('auto_mean_speedup', float('nan')):.2f}x mean, "

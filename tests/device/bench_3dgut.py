@@ -2,9 +2,12 @@
 in modes lpt and auto, on a balanced frame and on a driving rig seen through fisheye cameras (imbalanced: faint
 structure stacked in depth at the vanishing point), with rolling shutter as a moving car has it.
 
-The whole rasterize call is timed (CUDA events, warm-up, median of --runs, the three interleaved in one
-process), on inputs projected once by gsplat's unscented-transform projection. The first call of ours is
-timed separately: it compiles our kernels with nvcc (or loads them from CuPy's cache).
+Projection and timing are the library's, as `gsplat-lpt bench --variant 3dgut` runs them
+(`gsplat_lpt.tools.frame.project_frame_3dgut`, gsplat's unscented-transform projection;
+`gsplat_lpt.tools.bench.measure_blend`: the whole rasterize call timed with CUDA events, warm-up, median of
+--runs, the three interleaved in one process); this script adds the distorted, rolling-shutter fisheye rig
+and the largest difference from gsplat. The first call of ours is timed separately: it compiles our kernels
+with nvcc (or loads them from CuPy's cache).
 
     python3 tests/device/bench_3dgut.py [--width 1920 --height 1080 --scale 1.0 --runs 21 --out DIR]
 """
@@ -22,37 +25,19 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_core import psnr, time_interleaved  # noqa: E402  (the 3DGS benchmark's, shared)
 from gsplat_lpt import LPTConfig  # noqa: E402
-from gsplat_lpt.hook import original  # noqa: E402
 from gsplat_lpt.scenes import make_scene  # noqa: E402
 from gsplat_lpt.scenes.scene import rig_cameras  # noqa: E402
-from gsplat_lpt.variants.gaussian3dgut import rasterize_to_pixels_eval3d  # noqa: E402
-
-
-def project(scene_means, quats, scales, opacities, colors, viewmats, Ks, width, height, camera, tile_size=16):
-    """gsplat's unscented projection and tiling: the arguments of rasterize_to_pixels_eval3d for one frame."""
-    from gsplat.cuda._wrapper import fully_fused_projection_with_ut, isect_offset_encode, isect_tiles
-
-    C, N = viewmats.shape[0], scene_means.shape[0]
-    radii, means2d, depths, _, _ = fully_fused_projection_with_ut(
-        scene_means, quats, scales, opacities, viewmats, Ks, width, height, **camera)
-    tile_width, tile_height = math.ceil(width / tile_size), math.ceil(height / tile_size)
-    _, isect_ids, flatten_ids = isect_tiles(means2d, radii, depths, tile_size, tile_width, tile_height)
-    isect_offsets = isect_offset_encode(isect_ids, C, tile_width, tile_height)
-    return dict(means=scene_means, quats=quats, scales=scales, colors=colors[None].expand(C, N, 3).contiguous(),
-                opacities=opacities[None].expand(C, N).contiguous(), viewmats=viewmats, Ks=Ks, image_width=width,
-                image_height=height, tile_size=tile_size, isect_offsets=isect_offsets, flatten_ids=flatten_ids,
-                **camera)
+from gsplat_lpt.tools.bench import measure_blend  # noqa: E402  (the timing `gsplat-lpt bench --variant 3dgut` runs)
+from gsplat_lpt.tools.frame import project_frame_3dgut  # noqa: E402
 
 
 def balanced_frame(width, height, scale):
     scene = make_scene("balanced", frames=1, width=width, height=height, scale=scale).to("cuda")
     viewmats, Ks = scene.frame_cameras(0)
-    return "balanced room, pinhole", project(scene.means, scene.quats, scene.scales, scene.opacities, scene.colors,
-                                             viewmats, Ks, width, height, dict(camera_model="pinhole"))
+    return "balanced room, pinhole", project_frame_3dgut(scene.means, scene.quats, scene.scales, scene.opacities,
+                                                         scene.colors, viewmats, Ks, width, height)
 
 
 def fisheye_rig_frame(recipe, width, height, scale, rolling=True):
@@ -66,33 +51,29 @@ def fisheye_rig_frame(recipe, width, height, scale, rolling=True):
     focal = 0.5 * math.hypot(width, height) / math.radians(95.0)
     K = torch.tensor([[focal, 0.0, width / 2], [0.0, focal, height / 2], [0.0, 0.0, 1.0]])
     C = viewmats.shape[0]
-    camera = dict(camera_model="fisheye",
-                  radial_coeffs=torch.tensor([0.02, -0.004, 0.0005, 0.0]).repeat(C, 1).cuda())
+    camera = dict(radial_coeffs=torch.tensor([0.02, -0.004, 0.0005, 0.0]).repeat(C, 1).cuda())
     if rolling:
         moved, _ = rig_cameras((0.0, 0.3, 1.6), 0.0, width, height, yaws_deg=(0.0, 60.0, -60.0))
         camera.update(rolling_shutter=RollingShutterType.ROLLING_TOP_TO_BOTTOM, viewmats_rs=moved.cuda())
     label = f"{recipe} scene, 3-camera fisheye rig" + (", rolling shutter" if rolling else "")
-    return label, project(scene.means, scene.quats, scene.scales, scene.opacities, scene.colors, viewmats.cuda(),
-                          K.repeat(C, 1, 1).cuda(), width, height, camera)
+    return label, project_frame_3dgut(scene.means, scene.quats, scene.scales, scene.opacities, scene.colors,
+                                      viewmats.cuda(), K.repeat(C, 1, 1).cuda(), width, height,
+                                      camera_model="fisheye", camera=camera)
 
 
 def measure(label, frame, runs):
-    gsplat_blend = original("rasterize_to_pixels_eval3d")
-    configs = {"lpt": LPTConfig(mode="lpt"), "auto": LPTConfig(mode="auto")}
-    reference, ref_alphas = gsplat_blend(**frame)
-    row = {"frame": label, "images": int(frame["viewmats"].shape[0]), "gaussians": int(frame["means"].shape[0]),
-           "intersections": int(frame["flatten_ids"].numel())}
-    for name, config in configs.items():
-        for _ in range(3):  # auto: grown partial buffers and saturation feedback from the frames before
-            colors, alphas, report = rasterize_to_pixels_eval3d(**frame, config=config, return_stats=True)
-        row[f"{name}_max_diff"] = float((colors - reference).abs().max())
-        row[f"{name}_psnr"] = psnr(colors, reference)
+    configs = {"lpt": ("lpt", LPTConfig(mode="lpt")), "auto": ("auto", LPTConfig(mode="auto"))}
+    measured = measure_blend(frame, configs, repeats=runs, compare=lambda outputs, reference: {
+        "max_diff": float((outputs[0] - reference[0]).abs().max())})
+    row = {"frame": label, "images": int(frame.viewmats.shape[0]), "gaussians": int(frame.means.shape[0]),
+           "intersections": int(frame.flatten_ids.numel())}
+    for name in configs:
+        report = measured.reports[name]
+        row[f"{name}_max_diff"] = measured.extras[name]["max_diff"]
+        row[f"{name}_psnr"] = measured.psnr_db[name]
         row[f"{name}_chunks"] = (report["chunked_tiles"], report["chunk_count"])
         row["imbalance"] = report["imbalance"]
-    calls = {"gsplat": lambda: gsplat_blend(**frame)}
-    calls.update({name: (lambda config=config: rasterize_to_pixels_eval3d(**frame, config=config))
-                  for name, config in configs.items()})
-    row.update({f"{name}_ms": ms for name, ms in time_interleaved(calls, runs).items()})
+    row.update({f"{'gsplat' if name == 'vanilla' else name}_ms": ms for name, ms in measured.blend_ms.items()})
     return row
 
 
@@ -114,7 +95,7 @@ def main(argv=None) -> int:
     # first call: compiles the 3DGUT kernels with nvcc (CuPy caches them on disk for later processes)
     torch.cuda.synchronize()
     start = time.perf_counter()
-    rasterize_to_pixels_eval3d(**frames[0][1], config=LPTConfig(mode="lpt"))
+    frames[0][1].blend("lpt")
     torch.cuda.synchronize()
     first_call_s = time.perf_counter() - start
 

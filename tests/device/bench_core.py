@@ -78,6 +78,12 @@ def look_at(eye, target):
 
 
 def bonsai_frame(views=4, width=1920, height=1080):
+    return "bonsai (4-view orbit)", project(*bonsai_gaussians(views, width, height))
+
+
+def bonsai_gaussians(views=4, width=1920, height=1080):
+    """The trained bonsai scene (CUDA) seen by `views` cameras orbiting it: (means, quats, scales, opacities,
+    colors, viewmats, Ks, width, height), the arguments of every variant's projection."""
     raw = np.fromfile(data_dir() / "bonsai-7k-mini.splat", dtype=np.uint8).reshape(-1, 32)
     floats = raw[:, :24].copy().view(np.float32).reshape(-1, 6)
     rgba = raw[:, 24:28].astype(np.float32) / 255.0
@@ -91,7 +97,7 @@ def bonsai_frame(views=4, width=1920, height=1080):
                             for a in angles]).cuda()
     focal = 0.9 * width
     Ks = torch.tensor([[focal, 0, width / 2], [0, focal, height / 2], [0, 0, 1.0]]).repeat(views, 1, 1).cuda()
-    return "bonsai (4-view orbit)", project(means, to(quats), scales, opacities, colors, viewmats, Ks, width, height)
+    return means, to(quats), scales, opacities, colors, viewmats, Ks, width, height
 
 
 def garden_frame():

@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-grid] [baseline] [calibrate] [cli-bench] [omnire] [multi-gpu] [sm-activity] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -58,12 +58,35 @@ for stage in $stages; do
       python3 -m gsplat_lpt bench --scene ladder --fixed-grid --out "$OUT/bench" $extra > "$OUT/cli_bench.log" 2>&1
       tail -45 "$OUT/cli_bench.log"
       ;;
+    cli-bench-variants)
+      # gsplat-lpt bench for 2DGS and 3DGUT (pinhole and fisheye) on the ladder, one frame per scene
+      for run in "2dgs pinhole" "3dgut pinhole" "3dgut fisheye"; do
+        read -r variant camera <<< "$run"
+        python3 -m gsplat_lpt bench --variant "$variant" --camera-model "$camera" --scene ladder --frames 1 \
+          --out "$OUT/bench_${variant}_$camera" > "$OUT/cli_bench_${variant}_$camera.log" 2>&1
+        summary+=("bench --variant $variant --camera-model $camera: exit $?")
+        tail -14 "$OUT/cli_bench_${variant}_$camera.log"
+      done
+      ;;
     omnire)
       work="$OUT/omnire_work"  # frames and the generated checkpoint (~280 MB) stay out of the packed results
       python3 examples/omnire_driving.py --frames 12 --out "$work/front" --synthetic-dir "$work/synthetic" --no-video > "$OUT/omnire.log" 2>&1
       python3 examples/omnire_driving.py --frames 4 --cameras 0 1 2 --out "$work/rig" --synthetic-dir "$work/synthetic" --no-video > "$OUT/omnire_rig.log" 2>&1
       mkdir -p "$OUT/omnire"; cp "$work"/front/results.* "$work"/rig/results.json "$OUT/omnire/" 2>/dev/null
       tail -25 "$OUT/omnire.log"; tail -12 "$OUT/omnire_rig.log"
+      ;;
+    omnire-variants)
+      # the OmniRe example with 3DGUT (pinhole and fisheye) and with 2DGS (a SYNTHETIC street of surfels)
+      work="$OUT/omnire_work"
+      for run in "3dgut pinhole" "3dgut fisheye" "2dgs pinhole"; do
+        read -r variant camera <<< "$run"
+        python3 examples/omnire_driving.py --variant "$variant" --camera-model "$camera" --frames 6 \
+          --out "$work/${variant}_$camera" --synthetic-dir "$work/synthetic_$variant" --no-video \
+          > "$OUT/omnire_${variant}_$camera.log" 2>&1
+        summary+=("omnire --variant $variant --camera-model $camera: exit $?")
+        mkdir -p "$OUT/omnire"; cp "$work/${variant}_$camera/results.json" "$OUT/omnire/results_${variant}_$camera.json" 2>/dev/null
+        tail -12 "$OUT/omnire_${variant}_$camera.log"
+      done
       ;;
     multi-gpu)
       bash tests/device/multi_gpu.sh "$OUT/multi_gpu" > "$OUT/multi_gpu.log" 2>&1

@@ -124,3 +124,15 @@ def test_mlp_sky_and_affine_follow_their_definitions():
     affine_state["decoder.2.weight"][3] = torch.tensor([0.05, 0.0])  # red offset = 0.05 * mean embedding 2
     affine = omnire.affine_from_state_dict(affine_state)
     assert torch.allclose(affine, torch.tensor([[1.0, 0, 0, 0.1], [0, 1.0, 0, 0], [0, 0, 1.0, 0]]))
+
+
+def test_nodes_with_two_scales_are_surfels(tmp_path):
+    surfels = gaussian_state([[0.0, 0.0, 20.0], [1.0, 0.0, 20.0]])
+    surfels["_scales"] = torch.zeros(2, 2)  # 2DGS: two scales per Gaussian
+    path = tmp_path / "checkpoint_final.pth"
+    torch.save({"models": {"Background": surfels, "RigidNodes": rigid_state()}}, path)
+    scene = omnire.load_checkpoint(path)
+    assert [node.surfel for node in scene.nodes] == [True, False]
+    assert scene.non_surfel_nodes() == ["RigidNodes"] and scene.nodes[0].scales.shape == (2, 3)
+    moved = scene.to("cpu")
+    assert moved.nodes[0].surfel and moved.non_surfel_nodes() == ["RigidNodes"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
 import torch
 
 import omnire
@@ -37,3 +40,27 @@ def test_composite_image_fills_sky_and_applies_affine():
     affine = torch.cat([torch.eye(3), torch.tensor([[0.0], [0.1], [0.0]])], dim=1)
     image = omnire.composite_image(render_colors, render_alphas, sky_rgb, affine)
     assert torch.allclose(image, torch.tensor([[[[1.0, 0.2 + 0.1 + 0.1, 0.2]]]]))  # clamp, sky * 0.25, +0.1
+
+
+def test_fisheye_view_directions_are_equidistant():
+    camtoworlds = torch.eye(4)[None]
+    Ks = torch.tensor([[[10.0, 0.0, 20.0], [0.0, 10.0, 10.0], [0.0, 0.0, 1.0]]])
+    pinhole = omnire.pixel_viewdirs(camtoworlds, Ks, 40, 20)
+    fisheye = omnire.pixel_viewdirs(camtoworlds, Ks, 40, 20, camera_model="fisheye")
+    assert pinhole.shape == fisheye.shape == (1, 20, 40, 3)
+    assert torch.allclose(fisheye.norm(dim=-1), torch.ones(1, 20, 40))
+    # pixel (39, 10): centre 19.5 px right of and 0.5 px below the principal point; normalised radius
+    # hypot(1.95, 0.05) -> that many radians off the optical axis (pinhole: its arctangent)
+    radius = torch.tensor(math.hypot(1.95, 0.05))
+    assert torch.allclose(torch.acos(fisheye[0, 10, 39, 2]), radius, atol=1e-5)
+    assert torch.allclose(torch.acos(pinhole[0, 10, 39, 2]), torch.atan(radius), atol=1e-5)
+    assert torch.allclose(fisheye[0, 10, 20], pinhole[0, 10, 20], atol=2e-3)  # near the axis they agree
+    with pytest.raises(ValueError, match="'pinhole' or 'fisheye'"):
+        omnire.pixel_viewdirs(camtoworlds, Ks, 4, 2, camera_model="ortho")
+
+
+def test_rasterize_kwargs_per_variant():
+    assert omnire.rasterize_kwargs("3dgs") == omnire.RASTERIZE_KWARGS == omnire.rasterize_kwargs("3dgut")
+    surfels = omnire.rasterize_kwargs("2dgs")
+    assert "rasterize_mode" not in surfels and surfels["render_mode"] == "RGB+ED"
+    assert "rasterize_mode" in omnire.RASTERIZE_KWARGS  # a copy was changed, not drivestudio's arguments

@@ -124,3 +124,116 @@ def test_example_spreads_frames_over_processes_and_rank_0_writes(tmp_path):
     frames = sorted(p.name for p in (tmp_path / "frames").iterdir())
     assert frames == [f"{f:03d}.png" for f in range(5)]
     assert (imageio.imread(tmp_path / "frames" / "003.png") == 120).all()
+
+
+def test_example_variant_options(example, tmp_path, capsys):
+    args = example.parse_args(["--variant", "3dgut", "--camera-model", "fisheye"])
+    assert (args.variant, args.camera_model) == ("3dgut", "fisheye")
+    example.validate(args)
+    defaults = example.parse_args([])
+    assert (defaults.variant, defaults.camera_model) == ("3dgs", "pinhole")
+    with pytest.raises(SystemExit, match="--variant 2dgs --camera-model fisheye: the fisheye camera model is not "
+                                         "available for 2dgs"):
+        example.validate(example.parse_args(["--variant", "2dgs", "--camera-model", "fisheye"]))
+    with pytest.raises(SystemExit):
+        example.parse_args(["--variant", "4dgs"])
+
+
+def test_example_2dgs_refuses_a_checkpoint_of_3d_gaussians(example, small_checkpoint, tmp_path, capsys):
+    args = example.parse_args(["--checkpoint", str(small_checkpoint), "--scene-dir", str(tmp_path),
+                               "--variant", "2dgs", "--out", str(tmp_path / "out")])
+    example.validate(args)  # only the checkpoint shows what its Gaussians are
+    assert example.run(args, example.Workers()) == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: --variant 2dgs renders surfels") and "Background, RigidNodes" in error
+    assert "--variant 3dgs or 3dgut" in error and "\n" not in error
+
+
+def test_example_2dgs_writes_a_synthetic_street_of_surfels(example, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert example.main(["--variant", "2dgs", "--frames", "2", "--density", "0.005", "--out", str(tmp_path),
+                         "--write-synthetic"]) == 2
+    assert "SYNTHETIC scene written" in capsys.readouterr().out
+    models = torch.load(tmp_path / "synthetic_street" / "checkpoint_final.pth", weights_only=True)["models"]
+    assert models["Background"]["_scales"].shape[-1] == 2 and models["RigidNodes"]["_scales"].shape[-1] == 2
+
+
+@pytest.mark.parametrize("variant,camera_model", [("3dgs", "pinhole"), ("2dgs", "pinhole"), ("3dgut", "fisheye"),
+                                                  ("3dgs", "fisheye")])
+def test_example_measures_the_variants_calls(example, variant, camera_model, tmp_path, monkeypatch):
+    """measure_frame on the CPU: the SYNTHETIC street loaded for real, every gsplat and gsplat-lpt call replaced by
+    a stand-in that records which function ran and returns FAKE images (TEST-DATA) and 1 ms timings."""
+    import importlib
+
+    import gsplat
+
+    import gsplat_lpt.tools.timing as timing_module
+    from gsplat_lpt import LPTConfig, hook
+
+    args = example.parse_args(["--variant", variant, "--camera-model", camera_model, "--frames", "2", "--density",
+                               "0.005", "--sky", "constant", "--out", str(tmp_path), "--repeats", "1"])
+    example.validate(args)
+    scene, rig = example.load_scene(args)
+    calls = []
+    C, H, W = len(rig.camera_ids), rig.height, rig.width
+
+    def images(count):
+        return (torch.zeros(C, H, W, 4), torch.ones(C, H, W, 1)) + (torch.zeros(C, H, W, 1),) * count
+
+    def render(name):
+        def stand_in(means, quats, scales, opacities, colors, viewmats, Ks, width, height, **kwargs):
+            calls.append(("render", name, kwargs))
+            N = means.shape[0]
+            meta = {"means2d": torch.zeros(C, N, 2), "conics": torch.zeros(C, N, 3), "depths": torch.ones(C, N),
+                    "ray_transforms": torch.zeros(C, N, 3, 3), "normals": torch.zeros(C, N, 3),
+                    "opacities": opacities[None].expand(C, N), "width": width, "height": height,
+                    "tile_size": 16, "isect_offsets": torch.zeros(C, 40, 60, dtype=torch.int32),
+                    "flatten_ids": torch.zeros(5, dtype=torch.int32)}
+            return images(4 if name == "rasterization_2dgs" else 0) + (meta,)
+        return stand_in
+
+    def gsplat_blend(name):
+        def stand_in(*args, **kwargs):
+            calls.append(("gsplat", name, kwargs))
+            return images(3 if variant == "2dgs" else 0)
+        return stand_in
+
+    def ours(*args, config=None, return_stats=False, **kwargs):
+        calls.append(("ours", config.mode, kwargs))
+        report = {"imbalance": 3.0, "concurrent_ctas": 792, "chunked_tiles": 1, "chunk_count": 4}
+        return images(3 if variant == "2dgs" else 0) + ((report,) if return_stats else ())
+
+    def fake_timing(variants, repeats, warmup):
+        for fn in variants.values():
+            fn()
+        return {name: [1.0] * repeats for name in variants}
+
+    module, function = {"3dgs": ("gsplat_lpt.variants.gaussian3d", "rasterize_to_pixels"),
+                        "2dgs": ("gsplat_lpt.variants.surfel2d", "rasterize_to_pixels_2dgs"),
+                        "3dgut": ("gsplat_lpt.variants.gaussian3dgut", "rasterize_to_pixels_eval3d")}[variant]
+    monkeypatch.setattr(importlib.import_module(module), function, ours)
+    monkeypatch.setattr(hook, "original", gsplat_blend)
+    for name in ("rasterization", "rasterization_2dgs"):
+        monkeypatch.setattr(gsplat, name, render(name))
+    monkeypatch.setattr(timing_module, "time_interleaved", fake_timing)
+
+    row, strip = example.measure_frame(args, scene, rig, 0, LPTConfig(mode="auto"))
+    assert (row["variant"], row["camera_model"], row["blend_speedup"], row["imbalance"]) == (variant, camera_model,
+                                                                                           1.0, 3.0)
+    assert strip.shape == (H, W * C, 3)
+    renders = [call for call in calls if call[0] == "render"]
+    expected = "rasterization_2dgs" if variant == "2dgs" else "rasterization"
+    assert {call[1] for call in renders} == {expected} and len(renders) == 4  # both backends, then timed once each
+    for _, _, kwargs in renders:
+        assert kwargs["render_mode"] == "RGB+ED" and kwargs["near_plane"] == 0.1
+        assert kwargs.get("with_ut", False) is kwargs.get("with_eval3d", False) is (variant == "3dgut")
+        assert ("rasterize_mode" in kwargs) is (variant != "2dgs")
+        assert kwargs.get("camera_model") == (None if variant == "2dgs" else camera_model)
+    assert [call[2]["backend"] for call in renders] == ["cuda", "lpt", "cuda", "lpt"]
+    assert renders[1][2]["lpt_config"].mode == "auto" and "lpt_config" not in renders[0][2]
+    blend_function = {"3dgs": "rasterize_to_pixels", "2dgs": "rasterize_to_pixels_2dgs",
+                      "3dgut": "rasterize_to_pixels_eval3d"}[variant]
+    assert {call[1] for call in calls if call[0] == "gsplat"} == {blend_function}
+    assert {call[1] for call in calls if call[0] == "ours"} == {"auto"}
+    if variant == "3dgut":
+        assert all(call[2]["camera_model"] == camera_model for call in calls if call[0] in ("gsplat", "ours"))

@@ -92,3 +92,34 @@ def test_synthetic_sky_is_bluer_overhead_than_at_the_horizon():
     sky = omnire.CubeMapSky(synthetic._sky_cube(16))
     zenith, horizon = sky(torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]))
     assert zenith[2] > zenith[0] + 0.3 and horizon[0] > zenith[0] + 0.3
+
+
+def test_surfels_keep_each_gaussian_flattened_along_its_shortest_axis():
+    from gsplat.cuda._torch_impl import _quat_to_rotmat
+
+    generator = torch.Generator().manual_seed(0)
+    scales = torch.rand(300, 3, generator=generator) + 0.1
+    quats = torch.nn.functional.normalize(torch.randn(300, 4, generator=generator), dim=-1)
+    surfel_scales, surfel_quats = omnire.surfel_parameters(scales, quats)
+    thin = scales.argmin(-1)
+    assert surfel_scales.shape == (300, 2) and set(thin.tolist()) == {0, 1, 2}  # every axis case met
+    rotations, surfel_rotations = _quat_to_rotmat(quats), _quat_to_rotmat(surfel_quats)
+    flat = scales.clone()
+    flat[torch.arange(300), thin] = 0.0
+    covariance = rotations @ torch.diag_embed(flat ** 2) @ rotations.transpose(-1, -2)
+    surfel = torch.cat([surfel_scales, torch.zeros(300, 1)], -1)
+    surfel_covariance = surfel_rotations @ torch.diag_embed(surfel ** 2) @ surfel_rotations.transpose(-1, -2)
+    assert torch.allclose(covariance, surfel_covariance, atol=1e-5)  # the same flat Gaussian
+    assert torch.allclose(surfel_rotations[..., 2], rotations[torch.arange(300), :, thin], atol=1e-5)  # normal = z
+
+
+def test_surfel_street_loads_as_surfels(tmp_path):
+    config = omnire.SyntheticStreetConfig(num_frames=3, density=0.005, seed=1, surfels=True)
+    models = omnire.build_synthetic_checkpoint(config)["models"]
+    assert models["Background"]["_scales"].shape[-1] == 2 and models["RigidNodes"]["_scales"].shape[-1] == 2
+    checkpoint, _ = omnire.write_synthetic_scene(tmp_path, config)
+    scene = omnire.load_checkpoint(checkpoint)
+    assert scene.non_surfel_nodes() == [] and all(node.surfel for node in scene.nodes)
+    assert all((node.scales[:, 2] == 0).all() for node in scene.nodes)  # 3DGS sees them flat in z
+    plain = omnire.load_checkpoint(omnire.write_synthetic_scene(tmp_path / "plain", SMALL)[0])
+    assert plain.non_surfel_nodes() == ["Background", "RigidNodes"]

@@ -87,6 +87,20 @@ def test_bench_on_gpu_small_scene(tmp_path):
     write_results(results, tmp_path)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant,camera_model", [("2dgs", "pinhole"), ("3dgut", "pinhole"), ("3dgut", "fisheye"),
+                                                  ("3dgs", "fisheye")])
+def test_bench_variants_on_gpu_small_scene(variant, camera_model):
+    scene = make_scene("severe", width=640, height=360, scale=0.25, frames=1)
+    (result,) = bench_scene(scene, repeats=20, warmup=2, progress=False, variant=variant, camera_model=camera_model)
+    assert (result.variant, result.camera_model) == (variant, camera_model)
+    assert result.concurrent_ctas > 0 and result.imbalance > 0 and result.total_workload > 0
+    assert set(result.blend_ms) == {"vanilla", "lpt", "chunk", "auto"} and all(v > 0 for v in result.blend_ms.values())
+    assert min(result.psnr_db.values()) >= 60.0  # RGB against gsplat's kernel of the same variant
+    assert result.psnr_db["lpt"] >= (100.0 if variant == "2dgs" else 60.0)
+    assert result.end_to_end_ms["cuda"] > 0 and result.end_to_end_ms["lpt"] > 0
+
+
 def test_bench_scene_plumbing_with_fake_gpu_calls(monkeypatch):
     """bench_scene's bookkeeping on the CPU: projection, blending and timing are replaced by FAKES that
     return made-up numbers (TEST-DATA); what is checked is which calls are made and what is recorded."""
@@ -131,3 +145,99 @@ def test_bench_scene_plumbing_with_fake_gpu_calls(monkeypatch):
     assert ("blend", "vanilla", None) in calls  # the PSNR reference
     with pytest.raises(ValueError, match="repeats"):
         bench_scene(scene, repeats=5)
+
+
+OUR_FUNCTIONS = {"3dgs": ("gsplat_lpt.variants.gaussian3d", "rasterize_to_pixels"),
+                 "2dgs": ("gsplat_lpt.variants.surfel2d", "rasterize_to_pixels_2dgs"),
+                 "3dgut": ("gsplat_lpt.variants.gaussian3dgut", "rasterize_to_pixels_eval3d")}
+
+
+@pytest.mark.parametrize("variant", ["3dgs", "2dgs", "3dgut"])
+def test_bench_scene_times_each_variants_functions(variant, monkeypatch, torch_projection):
+    """bench_scene --variant on the CPU: gsplat's projection by its PyTorch implementation, every blend and render
+    call replaced by a stand-in returning FAKE images and numbers (TEST-DATA) that records which function ran."""
+    import importlib
+
+    import gsplat
+
+    import gsplat_lpt.tools.timing as timing_module
+    from gsplat_lpt import hook
+    from gsplat_lpt.scenes import Scene
+    from gsplat_lpt.tools.frame import VARIANT_SPECS
+
+    spec = VARIANT_SPECS[variant]
+    calls = []
+
+    def outputs(offset):  # colours whose last channel (depth for 2DGS) differs between gsplat and ours
+        colors = torch.zeros(1, 8, 8, 4)
+        colors[..., -1] = offset
+        return (colors, torch.zeros(1, 8, 8, 1)) + ((torch.zeros(1, 8, 8, 3),) * 3 if variant == "2dgs" else ())
+
+    def gsplat_blend(name):
+        return lambda *args, **kwargs: calls.append(("gsplat", name)) or outputs(0.0)
+
+    def ours(*args, config=None, return_stats=False, **kwargs):
+        calls.append(("ours", config.mode, return_stats))
+        report = {"concurrent_ctas": 1056, "imbalance": 7.0, "total_workload": 99, "max_workload": 9,
+                  "chunked_tiles": 2, "chunk_count": 8}
+        return outputs(0.5) + ((report,) if return_stats else ())
+
+    def render(name):
+        return lambda *args, **kwargs: calls.append(("render", name, kwargs)) or outputs(0.0)
+
+    module, function = OUR_FUNCTIONS[variant]
+    monkeypatch.setattr(importlib.import_module(module), function, ours)
+    monkeypatch.setattr(hook, "original", gsplat_blend)
+    for name in ("rasterization", "rasterization_2dgs"):
+        monkeypatch.setattr(gsplat, name, render(name))
+    def fake_timing(variants, repeats, warmup):
+        for fn in variants.values():  # each call once, 1 ms (FAKE)
+            fn()
+        return {name: [1.0] * repeats for name in variants}
+
+    monkeypatch.setattr(timing_module, "time_interleaved", fake_timing)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(Scene, "to", lambda self, device: self)
+
+    scene = make_scene("balanced", width=64, height=64, scale=0.001, frames=1)
+    (result,) = bench_scene(scene, modes=("lpt", "auto"), repeats=20, progress=False, variant=variant)
+    assert result.variant == variant and result.row()["variant"] == variant and result.row()["camera_model"] == "pinhole"
+    projection = {"3dgs": "fully_fused_projection", "2dgs": "fully_fused_projection_2dgs",
+                  "3dgut": "fully_fused_projection_with_ut"}[variant]
+    assert [call[0] for call in torch_projection] == [projection]
+    assert {call for call in calls if call[0] == "gsplat"} == {("gsplat", spec.blend_function)}
+    assert {call[1] for call in calls if call[0] == "ours"} == {"lpt", "auto"}
+    assert sum(call[2] for call in calls if call[0] == "ours") == 2  # one report per mode
+    renders = [call for call in calls if call[0] == "render"]
+    assert [call[1] for call in renders] == [spec.render_function] * 2
+    assert [call[2]["backend"] for call in renders] == ["cuda", "lpt"]
+    for _, _, kwargs in renders:
+        assert kwargs.get("with_ut", False) is kwargs.get("with_eval3d", False) is (variant == "3dgut")
+        assert kwargs["render_mode"] == ("RGB+D" if variant == "2dgs" else "RGB")
+    assert set(result.blend_ms) == {"vanilla", "lpt", "auto"} and set(result.end_to_end_ms) == {"cuda", "lpt"}
+    assert (result.chunked_tiles, result.chunk_count, result.imbalance) == (2, 8, 7.0)
+    # 2DGS: the last channel is depth and stays out of PSNR; the others compare every colour channel
+    assert math.isinf(result.psnr_db["auto"]) == (variant == "2dgs")
+
+
+def test_bench_scene_refuses_a_camera_the_variant_lacks_before_needing_a_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    scene = make_scene("balanced", width=64, height=64, scale=0.001, frames=1)
+    with pytest.raises(ValueError, match="fisheye camera model is not available for 2dgs"):
+        bench_scene(scene, variant="2dgs", camera_model="fisheye")
+    with pytest.raises(ValueError, match="unknown variant"):
+        bench_scene(scene, variant="2d")
+    with pytest.raises(NeedsGPU):
+        bench_scene(scene, variant="3dgut", camera_model="fisheye")
+
+
+def test_results_of_older_runs_read_as_3dgs(tmp_path):
+    paths = write_results(fake_bench_results(), tmp_path)
+    data = json.load(open(paths["json"]))
+    for frame in data["frames"]:
+        del frame["variant"], frame["camera_model"]  # written before bench had --variant
+    with open(paths["json"], "w") as handle:
+        json.dump(data, handle)
+    again, _ = read_results(paths["json"])
+    assert {r.variant for r in again} == {"3dgs"} and {r.camera_model for r in again} == {"pinhole"}

@@ -61,6 +61,8 @@ def test_analyze_a_file(tmp_path, capsys):
         (["bench", "--overhead-lambda", "-1"], "--overhead-lambda"),
         (["bench", "--repeats", "5"], "--repeats must be >= 20"),
         (["render", "--video", "out.avi"], "use .mp4 or .gif"),
+        (["bench", "--variant", "2dgs", "--camera-model", "fisheye"],
+         "--variant 2dgs --camera-model fisheye: the fisheye camera model is not available for 2dgs"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch, arguments, message):
@@ -175,3 +177,63 @@ def test_single_process_commands_refuse_torchrun(command, capsys, monkeypatch):
     assert main([command, "--scene", "balanced"]) == EXIT_BAD_INPUT
     error = capsys.readouterr().err
     assert "runs in one process" in error and "torchrun" in error and error.strip().count("\n") == 0
+
+
+def test_bench_variant_options_parse():
+    import tyro
+
+    from gsplat_lpt.tools.frame import CAMERA_MODELS, VARIANT_NAMES
+
+    default = tyro.cli(Bench, args=[])
+    assert (default.variant, default.camera_model) == ("3dgs", "pinhole")
+    for variant in VARIANT_NAMES:
+        assert tyro.cli(Bench, args=["--variant", variant]).variant == variant
+    assert tyro.cli(Bench, args=["--variant", "3dgut", "--camera-model", "fisheye"]).camera_model == "fisheye"
+    assert Bench.__annotations__["variant"] == f"Literal[{', '.join(repr(v) for v in VARIANT_NAMES)}]"
+    assert Bench.__annotations__["camera_model"] == f"Literal[{', '.join(repr(c) for c in CAMERA_MODELS)}]"
+    for wrong in (["--variant", "4dgs"], ["--camera-model", "ortho"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["bench", *wrong])
+        assert exit_info.value.code == 2
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
+@pytest.mark.parametrize("variant", ["2dgs", "3dgut"])
+def test_bench_variants_without_gpu(variant, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "--variant", variant]) == EXIT_NEEDS_GPU
+    assert "needs a CUDA GPU" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("variant,camera_model", [("2dgs", "pinhole"), ("3dgut", "fisheye"), ("3dgs", "pinhole")])
+def test_bench_command_passes_the_variant_on(variant, camera_model, tmp_path, capsys, monkeypatch):
+    """The command with bench_scene replaced by a stand-in returning FAKE results (TEST-DATA): what reaches it,
+    and the variant in the table, bench.json and bench.csv."""
+    from gsplat_lpt.tools import bench
+    from helpers import fake_bench_results
+
+    received = []
+
+    def fake_bench_scene(scene, **kwargs):
+        received.append(kwargs)
+        results = fake_bench_results()
+        for result in results:
+            result.variant, result.camera_model = kwargs["variant"], kwargs["camera_model"]
+        return results
+
+    monkeypatch.setattr(bench, "require_cuda", lambda command="bench": None)
+    monkeypatch.setattr(bench, "bench_scene", fake_bench_scene)
+    out = tmp_path / "bench"
+    assert main(["bench", "--scene", "balanced", *SMALL, "--variant", variant, "--camera-model", camera_model,
+                 "--out", str(out)]) == 0
+    (kwargs,) = received
+    assert (kwargs["variant"], kwargs["camera_model"]) == (variant, camera_model)
+    blend_function = {"3dgs": "rasterize_to_pixels", "2dgs": "rasterize_to_pixels_2dgs",
+                      "3dgut": "rasterize_to_pixels_eval3d"}[variant]
+    printed = capsys.readouterr().out
+    assert f"gsplat's {blend_function} vs ours" in printed
+    meta = json.load(open(out / "bench.json"))["meta"]
+    assert (meta["variant"], meta["camera_model"], meta["blend_function"]) == (variant, camera_model, blend_function)
+    assert ("with_ut=True" in meta["render_call"]) == (variant == "3dgut")
+    header, first = (out / "bench.csv").read_text().splitlines()[:2]
+    assert header.startswith("scene,frame,images,variant,camera_model,") and f",{variant},{camera_model}," in first
