@@ -45,7 +45,7 @@ class LPTConfig:
     co_execute: bool = True  # run the chunk kernel on a side stream beside the LPT kernel
     saturation_feedback: bool = True  # predict an item's cost from where it stopped in the frame before
     cull: bool = True  # drop, per warp, the Gaussians that cannot reach alpha >= 1/255 there (exact)
-    pixels_per_thread: int = 0  # pixels per thread of the LPT kernel: 1, 2 (3DGS), 0 = chosen per frame (exact)
+    pixels_per_thread: int = 0  # pixels per thread of the LPT kernel: 1, 2 (3DGS), 0 = as the last frame's plan asked
     check_inputs: bool = False  # wait for the GPU after each call and raise on invalid offsets/ids at once
 
     def __post_init__(self) -> None:
@@ -67,7 +67,7 @@ class LPTConfig:
         if not (0 <= self.max_chunked_tiles < HEAD_CAPACITY):
             raise ValueError(f"LPTConfig.max_chunked_tiles must be in [0, {HEAD_CAPACITY - 1}], got {self.max_chunked_tiles}")
         if self.pixels_per_thread not in (0, 1, 2):
-            raise ValueError(f"LPTConfig.pixels_per_thread must be 0 (chosen per frame), 1 or 2, "
+            raise ValueError(f"LPTConfig.pixels_per_thread must be 0 (as the plan asks), 1 or 2, "
                              f"got {self.pixels_per_thread}")
         if self.max_chunks < 0:
             raise ValueError(f"LPTConfig.max_chunks must be >= 0, got {self.max_chunks}")

@@ -37,13 +37,15 @@ SCHEDULE_WORDS = (
     "finished_kernels",  # blending kernels of the frame that have finished (the last writes the status)
     "plan_mode",  # PLAN_MODES value the frame was planned in
     "pixels_per_thread",  # pixels per thread of the persistent kernel that runs this frame (1 or 2)
+    "pixels_wanted",  # what the plan's rule asks of the next frames (1 or 2; the host reads it back)
 )
 SCHEDULE = {name: index for index, name in enumerate(SCHEDULE_WORDS)}
 SCHEDULE_SIZE = 20  # words allocated (>= len(SCHEDULE_WORDS))
 
 # Words the persistent kernel copies to mapped host memory when a frame ends, read by the next call
 # without waiting for the GPU: capacity growth and deferred input errors.
-STATUS_WORDS = ("frame_index", "error", "wanted_chunk_units", "chunked_tiles", "chunk_count", "plan_mode")
+STATUS_WORDS = ("frame_index", "error", "wanted_chunk_units", "chunked_tiles", "chunk_count", "plan_mode",
+                "pixels_wanted")
 STATUS = {name: index for index, name in enumerate(STATUS_WORDS)}
 
 # Error bits, set on the GPU, reported by the host (gsplat_lpt.frontend.LPTInputError).
@@ -79,8 +81,9 @@ MAX_TILE_SIZE = 32  # 1024 threads per CTA
 DEPTH_MARGIN = 1.25
 
 # Two pixels per thread (a variant that has them): more throughput, but each item takes longer on its own.
-# The plan gives the persistent kernel two pixels per thread only where its longest item is at most this
+# The plan asks for two pixels per thread where nothing is chunked and the longest item is at most this
 # fraction of the frame's mean work per CTA, N_total / K (a balanced frame: item latency cannot decide it).
+# The host reads that back from the last finished frame and launches the one persistent kernel it asks for.
 TWO_PIXEL_MAX_IMBALANCE = 0.5
 
 

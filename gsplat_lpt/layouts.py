@@ -80,7 +80,7 @@ class PlanArgs(ctypes.Structure):
         ("concurrent_ctas", ctypes.c_int32),  # K
         ("num_chunk_counts", ctypes.c_int32),
         ("frame_index", ctypes.c_int32),
-        ("two_pixels", ctypes.c_int32),  # 0: one pixel per thread; 1: the plan decides per frame; 2: two
+        ("two_pixels", ctypes.c_int32),  # 0: no two-pixel kernel; 1 or 2: pixels per thread of this frame
         ("chunk_counts", ctypes.c_int32 * MAX_CHUNK_COUNTS),
     ]
 

@@ -237,6 +237,7 @@ class Workspace:
         self.status = MappedStatus(device.index)
         self.seen_frame = -1
         self.chunking_recently = True  # until a finished frame says otherwise
+        self.pixels_wanted = 1  # pixels per thread the last finished frame's plan asked for
         self.history: Optional[Tuple[int, ...]] = None  # geometry of the frame item_depth describes
         self.planned_frame = -1
         self.frame_args = layouts.FrameArgs()
@@ -343,6 +344,7 @@ class FramePlan:
             "chunked_tiles": schedule[word["chunked_tiles"]],
             "chunk_count": schedule[word["chunk_count"]],
             "pixels_per_thread": schedule[word["pixels_per_thread"]],
+            "pixels_wanted": schedule[word["pixels_wanted"]],
             "predicted_cost": predicted[0] if self.plan_mode != "lpt" else None,
             "predicted_cost_lpt": predicted[1],
             "saturation_feedback": self.uses_feedback,
@@ -365,7 +367,8 @@ class Rasterizer:
         self.device = torch.device("cuda", device_index)
         self.max_threads = 1 << max(5, (self.block - 1).bit_length())
         # two pixels per thread where the variant has them and the tile's rows pair up: a second persistent
-        # kernel of half the threads, launched beside the first; the plan says which one runs a frame
+        # kernel of half the threads, launched instead of the first where the last finished frame's plan
+        # asked for it (constants.TWO_PIXEL_MAX_IMBALANCE)
         self.two_pixels = two_pixels_possible(variant, tile_size)
         names = variant.kernel_names(channels, self.max_threads)
         exports = variant.export_line(channels, self.max_threads)
@@ -428,6 +431,8 @@ class Rasterizer:
             return None
         status = ws.status.read()
         ws.seen_frame = status["frame_index"]
+        if status["pixels_wanted"] in (1, 2):
+            ws.pixels_wanted = status["pixels_wanted"]
         if status["plan_mode"] == constants.PLAN_MODES["auto"]:  # (other modes say nothing of what auto wants)
             ws.chunking_recently = status["chunked_tiles"] > 0 or status["wanted_chunk_units"] > 0
         wanted = min(status["wanted_chunk_units"], config.max_chunks)
@@ -474,10 +479,11 @@ class Rasterizer:
             p.forced_chunk_count = config.chunk_count
             p.max_chunked_tiles = config.max_chunked_tiles
             p.concurrent_ctas = self.concurrent_ctas
-            p.two_pixels = 0 if not self.two_pixels else {0: 1, 1: 0, 2: 2}[config.pixels_per_thread]
             p.num_chunk_counts = len(config.chunk_counts)
             for i, k in enumerate(config.chunk_counts):
                 p.chunk_counts[i] = k
+        # pixels per thread: as asked, else what the last finished frame's plan wanted (one at first)
+        p.two_pixels = 0 if not self.two_pixels else (config.pixels_per_thread or ws.pixels_wanted)
         self.frame_counter += 1
         p.frame_index = self.frame_counter
         grid = (num_items + constants.PLAN_THREADS - 1) // constants.PLAN_THREADS
@@ -522,13 +528,12 @@ class Rasterizer:
             grid = min(self.concurrent_ctas, ws.chunk_units)
             # launched first: its CTAs (the heaviest items' chunks) are resident before the LPT kernel's
             _launch(self._chunk, grid, self.block, self.shared_bytes, side.cuda_stream, arguments)
-        two_pixels = ws.plan_args.two_pixels  # 0: one pixel per thread, 2: two, 1: the plan chose (both launched)
-        if two_pixels != 2:
-            _launch(self._persistent, min(self.concurrent_ctas, inter.num_items), self.block, self.shared_bytes,
-                    main.cuda_stream, arguments)
-        if two_pixels != 0:
+        if ws.plan_args.two_pixels == 2:
             _launch(self._persistent_two, min(self.concurrent_ctas_two, inter.num_items), self.block // 2,
                     self.shared_bytes, main.cuda_stream, arguments)
+        else:
+            _launch(self._persistent, min(self.concurrent_ctas, inter.num_items), self.block, self.shared_bytes,
+                    main.cuda_stream, arguments)
         if plan.chunk_kernel and side is not main:
             self._join.record(side)
             main.wait_event(self._join)

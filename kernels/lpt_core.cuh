@@ -338,8 +338,8 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
         }
         __syncthreads();
 
-        if (cull) {
-            for (int base = 0; base < count; base += 32) {
+        if (cull) {  // a warp of fewer than 32 threads (the last one of some tile sizes) tests as many at a time
+            for (int base = 0; base < count; base += (int)warp_lanes) {
                 if (__all_sync(warp_mask, all_done())) break;
                 const int j = base + (int)lane;
                 unsigned marked = __ballot_sync(warp_mask, j < count && V::may_contribute(batch.staged[j], batch.boxes[warp]));
@@ -395,6 +395,7 @@ __device__ inline void leave_queue(const FrameArgs& f, int counter_word, int exi
         status[LPT_STATUS_CHUNKED_TILES] = f.schedule[LPT_WORD_CHUNKED_TILES];
         status[LPT_STATUS_CHUNK_COUNT] = f.schedule[LPT_WORD_CHUNK_COUNT];
         status[LPT_STATUS_PLAN_MODE] = f.schedule[LPT_WORD_PLAN_MODE];
+        status[LPT_STATUS_PIXELS_WANTED] = f.schedule[LPT_WORD_PIXELS_WANTED];
         __threadfence_system();
         status[LPT_STATUS_FRAME_INDEX] = f.frame_index;
     }
@@ -414,8 +415,6 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
                                      const typename V::Outputs& out) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     __shared__ int broadcast;
-    // launched beside its twin of the other pixel count: the plan said which one runs the frame
-    if (f.schedule[LPT_WORD_PIXELS_PER_THREAD] != (int)P) return;
     if (!launched_with_enough_shared_memory<V>(f)) return;
     const SharedBatch<V> batch(shared_bytes);
     const int chunked_tiles = f.schedule[LPT_WORD_CHUNKED_TILES];

@@ -39,7 +39,7 @@ struct PlanArgs {
     int concurrent_ctas;
     int num_chunk_counts;
     int frame_index;
-    int two_pixels;  // 0: one pixel per thread; 1: decided per frame (LPT_TWO_PIXEL_MAX_IMBALANCE); 2: two
+    int two_pixels;  // 0: the variant has no two-pixel kernel; 1 or 2: pixels per thread of this frame
     int chunk_counts[LPT_MAX_CHUNK_COUNTS];
 };
 
@@ -235,15 +235,11 @@ __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* hea
         p.chunk_depth[i] = 0x7fffffff;
     }
     if (threadIdx.x == 0) {
-        // two pixels per thread where the items left to the persistent kernel are all light against the
-        // frame's mean work per CTA (their longest one: N_1 unchunked, else N_{h+1})
-        int pixels = p.two_pixels == 2 ? 2 : 1;
-        if (p.two_pixels == 1) {
-            const double longest_left = h == 0 ? n1 : next_cost(h);
-            pixels = __dmul_rn(longest_left, (double)p.concurrent_ctas) <= __dmul_rn(LPT_TWO_PIXEL_MAX_IMBALANCE, total)
-                         ? 2 : 1;
-        }
-        p.schedule[LPT_WORD_PIXELS_PER_THREAD] = pixels;
+        // what later frames of this size should run with: two pixels per thread where nothing is chunked and
+        // every item is light against the frame's mean work per CTA
+        const bool light = h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) <= __dmul_rn(LPT_TWO_PIXEL_MAX_IMBALANCE, total);
+        p.schedule[LPT_WORD_PIXELS_WANTED] = p.two_pixels != 0 && light ? 2 : 1;
+        p.schedule[LPT_WORD_PIXELS_PER_THREAD] = p.two_pixels == 2 ? 2 : 1;
         p.schedule[LPT_WORD_PLAN_MODE] = p.mode;
         p.schedule[LPT_WORD_CHUNKED_TILES] = h;
         p.schedule[LPT_WORD_CHUNK_COUNT] = k;

@@ -299,7 +299,7 @@ def test_gradients_equal_gsplat(mode, absgrad, packed):
     base = project_2dgs(*random_gaussians(2500, seed=17, cluster=3000), *cameras(C, W, H), W, H, packed=packed)
     grads = []
     names = ("means2d", "ray_transforms", "colors", "opacities", "normals", "densify")
-    for backend in ("cuda", "lpt"):
+    for backend in ("cuda", "lpt", "cuda"):  # gsplat twice: its backward sums with atomics (run-to-run noise)
         leaves = {k: base[k].detach().clone().requires_grad_(True) for k in names}
         frame = {**_public_args(base), **leaves}
         extra = {}
@@ -324,10 +324,14 @@ def test_gradients_equal_gsplat(mode, absgrad, packed):
     for key in grads[0]:
         if grads[0][key] is None and grads[1][key] is None:
             continue
-        # the forward is within 1e-6 of gsplat's, not bitwise, so gsplat's backward sees slightly different
-        # alphas: the gradients agree to float rounding relative to their scale
-        error = float((grads[0][key] - grads[1][key]).abs().max()) / max(float(grads[0][key].abs().max()), 1e-30)
-        assert error <= 1e-5, (key, error)
+
+        def error(a, b):  # largest difference relative to the gradient's scale
+            return float((a - b).abs().max()) / max(float(grads[0][key].abs().max()), 1e-30)
+
+        # the forward is within 1e-6 of gsplat's, not bitwise, and gsplat's backward accumulates with atomics:
+        # ours may differ from gsplat's by float rounding, or by as much as gsplat differs from itself
+        ours, own = error(grads[0][key], grads[1][key]), error(grads[0][key], grads[2][key])
+        assert ours <= max(1e-5, 2 * own), (key, ours, own)
     assert float(grads[1]["densify"].abs().sum()) > 0  # densify's gradient (gsplat's densification signal) flows
 
 

@@ -354,26 +354,29 @@ def test_bad_inputs_on_gpu_raise_clear_errors():
 
 
 @pytest.mark.parametrize("mode", ["lpt", "auto"])
-def test_pixels_per_thread_chosen_per_frame(mode):
-    """With pixels_per_thread=0 the plan runs a frame with two pixels per thread exactly when the heaviest item
-    left to the persistent kernel is at most TWO_PIXEL_MAX_IMBALANCE of N_total / K; either way the pixels
-    are gsplat's. A wide balanced frame gets two, a frame with one hot tile gets one."""
+def test_pixels_per_thread_follow_the_plan(mode):
+    """With pixels_per_thread=0 a frame runs with the pixels per thread that the last finished frame's plan
+    asked for: two where nothing is chunked and the heaviest item is at most TWO_PIXEL_MAX_IMBALANCE of
+    N_total / K, else one. Either way the pixels are gsplat's. A wide balanced frame asks for two, a frame
+    with one hot tile for one."""
     from gsplat_lpt.constants import TWO_PIXEL_MAX_IMBALANCE
 
     wide = project(*random_gaussians(150000, seed=5), *cameras(1, 1920, 1080), 1920, 1080)
     hot = project(*random_gaussians(3000, seed=3, cluster=20000), *cameras(1, 200, 120), 200, 120)
-    chosen = []
-    for frame in (wide, hot):
+    wanted = []
+    for frame in (wide, hot, wide):
         ref_colors, ref_alphas, ref_last = gsplat_forward(frame)
-        colors, alphas, last_ids, plan = ours_forward(frame, LPTConfig(mode=mode))
-        report = plan.report()
-        if report["chunked_tiles"] == 0:
-            longest = report["max_workload"]
-            expected = 2 if longest * report["concurrent_ctas"] <= TWO_PIXEL_MAX_IMBALANCE * report["total_workload"] else 1
-            assert report["pixels_per_thread"] == expected
-        if mode == "lpt":
-            assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas) and torch.equal(last_ids, ref_last)
-        else:
-            assert psnr(colors, ref_colors) >= 76.0
-        chosen.append(report["pixels_per_thread"])
-    assert chosen == [2, 1]
+        for call in range(2):
+            colors, alphas, last_ids, plan = ours_forward(frame, LPTConfig(mode=mode))
+            report = plan.report()  # waits for this frame: the next call reads what it asked for
+            light = report["max_workload"] * report["concurrent_ctas"] <= TWO_PIXEL_MAX_IMBALANCE * report["total_workload"]
+            assert report["pixels_wanted"] == (2 if light and report["chunked_tiles"] == 0 else 1)
+            if call == 1:  # follows what the frame before (the same frame) asked for
+                assert report["pixels_per_thread"] == report["pixels_wanted"]
+            if mode == "lpt":
+                assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
+                assert torch.equal(last_ids, ref_last)
+            else:
+                assert psnr(colors, ref_colors) >= 76.0
+        wanted.append(report["pixels_wanted"])
+    assert wanted == [2, 1, 2]

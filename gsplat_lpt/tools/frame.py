@@ -331,6 +331,8 @@ def render_frame(variant: str, means: Tensor, quats: Tensor, scales: Tensor, opa
     kwargs: Dict[str, Any] = {**dict(spec.render_options), **options}
     if variant != "2dgs":  # rasterization_2dgs has no camera model argument (pinhole only)
         kwargs.update(camera_model=camera_model, **(camera or {}))
+    else:  # rasterization_2dgs takes one batch of Gaussians: opacities [N] (a scene may hold them as [1, N])
+        opacities = opacities.reshape(means.shape[:-1])
     if backend == "lpt" and config is not None:
         kwargs["lpt_config"] = config
     return getattr(gsplat, spec.render_function)(means, quats, scales, opacities, colors, viewmats, Ks, width,
