@@ -6,8 +6,8 @@ stream and a `Workspace` per CUDA stream, reused across frames:
     plan = rasterizer.plan(intersections, config)     # two small kernels; nothing waits for the GPU
     rasterizer.run(plan, params, outputs)             # chunk kernel (side stream) beside the LPT kernel
 
-Kernels are CuPy RawModules over kernels/*.cu, compiled once per (source, channel count, CTA size,
-device) and launched through the CUDA driver with their arguments packed as structs (gsplat_lpt.layouts),
+Kernels are CuPy RawModules over kernels/*.cu (gsplat_lpt.compiler), compiled once per (source, channel
+count, CTA size, device) and launched through the CUDA driver with their arguments packed as structs (gsplat_lpt.layouts),
 on torch's current stream. After the first frames of a given size nothing is allocated per frame but the
 outputs; a plan can run twice with equal results, and a frame can be captured in a CUDA graph.
 """
@@ -15,132 +15,46 @@ outputs; a plan can run twice with equal results, and a frame can be captured in
 from __future__ import annotations
 
 import ctypes
-import functools
-import hashlib
 import math
-import os
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from . import constants, layouts
+from .compiler import (ENV_SHARED_MEMORY_LIMIT, blend_shared_bytes, compile_kernels, import_cupy,  # noqa: F401
+                       kernel_dir, kernel_source, plan_kernels, shared_memory_limit)
 from .errors import LPTInputError, LPTRuntimeError
 from .config import LPTConfig
 
-ENV_SHARED_MEMORY_LIMIT = "GSPLAT_LPT_MAX_SHARED_MEMORY"  # bytes; to try the limits of smaller GPUs
 # Partial buffers "auto" starts with (4096 chunks of 256 RGB pixels); later frames grow them to what the
 # policy asked for, up to LPTConfig.max_chunks.
 INITIAL_PARTIAL_BYTES = 16 << 20
 
 
-def kernel_dir() -> Path:
-    """`kernels/` in a source checkout, or `gsplat_lpt/kernels/` where a wheel installed them."""
-    package = Path(__file__).resolve().parent
-    for candidate in (package.parent / "kernels", package / "kernels"):
-        if (candidate / "lpt_core.cuh").is_file():
-            return candidate
-    raise LPTRuntimeError(f"gsplat_lpt's CUDA sources (kernels/*.cu) are missing next to {package}")
-
-
-def import_cupy():
-    try:
-        import cupy  # noqa: F401
-        from cupy_backends.cuda.api import driver  # noqa: F401  (kernel launches and occupancy)
-    except ImportError as error:
-        raise LPTRuntimeError(
-            "gsplat_lpt needs CuPy to compile and launch its CUDA kernels, and it is not installed: "
-            "pip install 'gsplat-lpt[cuda12]' (cupy-cuda12x) or 'gsplat-lpt[cuda13]' (cupy-cuda13x), "
-            "matching your CUDA driver"
-        ) from error
-    return cupy
-
-
-_compile_lock = threading.Lock()
-
-
-Structs = Tuple[Tuple[str, type], ...]  # (C++ name, ctypes twin) of the structs a source's kernels take
-
-
-@functools.lru_cache(maxsize=None)
-def headers_digest() -> str:
-    """A digest of our headers (kernels/*.cuh): CuPy keys its disk cache on the source text alone, so the
-    text must change when an included header does."""
-    digest = hashlib.sha1()
-    for header in sorted(kernel_dir().glob("*.cuh")):
-        digest.update(header.read_bytes())
-    return digest.hexdigest()
-
-
-def kernel_source(source_name: str, structs: Structs, extra_checks: str = "") -> str:
-    """A kernel file as compiled: the constants block first; the struct size checks and the layout probe
-    kernel last."""
-    checks = "".join(layouts.layout_checks(name, twin) for name, twin in structs)
-    return (f"// headers {headers_digest()}\n" + constants.cuda_header() + (kernel_dir() / source_name).read_text()
-            + "\n" + checks + extra_checks + layouts.layout_probe("lpt_layout_probe", structs))
-
-
-@functools.lru_cache(maxsize=None)
-def compile_kernels(source_name: str, names: Tuple[str, ...], structs: Structs, extra_checks: str, device_index: int,
-                    backend: str = "nvrtc", options: Tuple[str, ...] = ()) -> Tuple[object, ...]:
-    """CuPy RawKernels `names` (extern "C") of kernels/`source_name`, compiled for one device (cached on disk
-    by CuPy), after checking that every struct field sits where its host twin puts it. `extra_checks` is
-    appended to the source (static_asserts, kernel exports)."""
-    cupy = import_cupy()
-    directory = kernel_dir()
-    with _compile_lock, cupy.cuda.Device(device_index):
-        try:
-            module = cupy.RawModule(code=kernel_source(source_name, structs, extra_checks), backend=backend,
-                                    options=("-std=c++17", f"-I{directory}", *options))
-            kernels = tuple(module.get_function(name) for name in names)
-            for kernel in kernels:
-                kernel.compile()  # now, not inside the first timed launch
-            probe = module.get_function("lpt_layout_probe")
-        except Exception as error:  # CuPy raises CompileException and driver errors
-            raise LPTRuntimeError(f"CuPy failed to compile {source_name} ({', '.join(names)}): {error}") from error
-        expected = layouts.expected_offsets(structs)
-        offsets = torch.full((len(expected),), -1, dtype=torch.int64, device=torch.device("cuda", device_index))
-        torch.cuda.synchronize(device_index)
-        probe((1,), (1,), (np.uint64(offsets.data_ptr()),))
-        cupy.cuda.runtime.deviceSynchronize()
-        found = offsets.tolist()
-    drifted = [f"{name} at {at} (host twin: {want})" for (name, want), at in zip(expected, found) if at != want]
-    if drifted:
-        raise LPTRuntimeError(f"{source_name}: struct fields differ from their host twins in gsplat_lpt.layouts: "
-                              + "; ".join(drifted))
-    return kernels
-
-
-def plan_kernels(device_index: int) -> Tuple[object, object]:
-    """kernels/plan.cu: plan_costs and plan_order, compiled once per device."""
-    return compile_kernels("plan.cu", ("plan_costs", "plan_order"), (("lpt::PlanArgs", layouts.PlanArgs),), "",
-                           device_index)
-
-
-def shared_memory_limit(device_index: int) -> int:
-    """Dynamic shared memory one CTA may use on this GPU (opt-in maximum), or the test override."""
-    forced = os.environ.get(ENV_SHARED_MEMORY_LIMIT)
-    if forced:
-        return int(forced)
-    cupy = import_cupy()
-    return int(cupy.cuda.Device(device_index).attributes["MaxSharedMemoryPerBlockOptin"])
-
-
-def blend_shared_bytes(staged_bytes: int, block: int) -> int:
-    """lpt::SharedBatch<V>::bytes: one batch of staged Gaussians and their (id, list position), and the
-    pixel-centre boxes of up to 32 warps (16 bytes each)."""
-    return constants.MAX_BATCH * (staged_bytes + 8) + 32 * 16
+_driver = None
 
 
 def _launch(function: int, grid: int, block: int, shared: int, stream: int, arguments: ctypes.Array) -> None:
     """cuLaunchKernel of a compiled function (its pointer) with struct arguments (kernelParams)."""
-    from cupy_backends.cuda.api import driver
+    global _driver
+    if _driver is None:
+        from cupy_backends.cuda.api import driver as _driver_module
 
-    driver.launchKernel(function, grid, 1, 1, block, 1, 1, shared, stream, ctypes.addressof(arguments), 0)
+        _driver = _driver_module
+    _driver.launchKernel(function, grid, 1, 1, block, 1, 1, shared, stream, ctypes.addressof(arguments), 0)
+
+
+_raw_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def current_stream_handle(device_index: int) -> int:
+    """The cudaStream_t of torch's current stream on a device, without building a torch Stream object."""
+    if _raw_current_stream is not None:
+        return int(_raw_current_stream(device_index))
+    return torch.cuda.current_stream(device_index).cuda_stream
 
 
 def _pointers(*structs: ctypes.Structure) -> ctypes.Array:
@@ -306,6 +220,18 @@ class FramePlan:
     def concurrent_ctas(self) -> int:
         return self.rasterizer.concurrent_ctas
 
+    _stream: Optional[torch.cuda.Stream] = None
+    stream_handle: int = 0
+
+    @property
+    def stream(self) -> torch.cuda.Stream:
+        """The stream the frame was planned on (built on first use: most calls need only its handle)."""
+        if self._stream is None:
+            self._stream = torch.cuda.current_stream(self.rasterizer.device)
+            if self._stream.cuda_stream != self.stream_handle:
+                raise RuntimeError("FramePlan.stream: the current stream changed since the frame was planned")
+        return self._stream
+
     def snapshot(self) -> "FramePlan":
         """Copies this frame's schedule words to page-locked host memory without waiting (on the frame's
         stream), so that `report()` still describes this frame after later frames reuse the workspace."""
@@ -413,8 +339,9 @@ class Rasterizer:
             raise LPTRuntimeError(f"the {self.variant.name} kernel cannot run {block} threads per CTA on this GPU")
         return int(torch.cuda.get_device_properties(self.device.index).multi_processor_count * per_sm)
 
-    def workspace(self, stream: torch.cuda.Stream) -> Workspace:
-        key = stream.cuda_stream
+    def workspace(self, stream) -> Workspace:
+        """The workspace of a stream (a torch Stream or its cudaStream_t handle)."""
+        key = stream if isinstance(stream, int) else stream.cuda_stream
         if key not in self._workspaces:
             self._workspaces[key] = Workspace(self.device, self.slot_floats, self.pixels)
         return self._workspaces[key]
@@ -443,8 +370,8 @@ class Rasterizer:
     def plan(self, intersections: Intersections, config: LPTConfig, chunking_allowed: bool = True,
              chunking_disabled_reason: Optional[str] = None) -> FramePlan:
         """Costs, LPT order and (h, k) of one frame, on the GPU, without waiting for it."""
-        main = torch.cuda.current_stream(self.device)
-        ws = self.workspace(main)
+        handle = current_stream_handle(self.device.index)
+        ws = self.workspace(handle)
         error = self._absorb_status(ws, config)
         if error is not None:
             raise LPTInputError(error)
@@ -487,14 +414,16 @@ class Rasterizer:
         self.frame_counter += 1
         p.frame_index = self.frame_counter
         grid = (num_items + constants.PLAN_THREADS - 1) // constants.PLAN_THREADS
-        stream = main.cuda_stream
+        stream = handle
         _launch(self._plan_costs, grid, constants.PLAN_THREADS, 0, stream, ws.plan_arguments)
         _launch(self._plan_order, grid, constants.PLAN_THREADS, 0, stream, ws.plan_arguments)
         ws.planned_frame = self.frame_counter
         plan = FramePlan(self, ws, self.frame_counter, config, plan_mode, intersections,
                          chunk_kernel=capacity > 0, chunking_disabled_reason=chunking_disabled_reason)
         plan.uses_feedback = feedback
-        plan.stream = main
+        plan.stream_handle = handle
+        if (capacity > 0 and config.co_execute) or config.check_inputs:  # events and waits need the Stream
+            plan._stream = torch.cuda.current_stream(self.device)
         return plan
 
     def run(self, plan: FramePlan, params: ctypes.Structure, outputs: ctypes.Structure) -> None:
@@ -505,7 +434,8 @@ class Rasterizer:
         if plan.frame_index != ws.planned_frame:
             raise RuntimeError("this FramePlan is stale: the rasterizer has planned another frame since")
         inter = plan.intersections
-        main = plan.stream
+        main = plan.stream if plan.chunk_kernel or plan.config.check_inputs else None
+        main_handle = plan.stream_handle
         f = ws.frame_args
         f.tile_offsets, f.flatten_ids = _address(inter.isect_offsets), _address(inter.flatten_ids)
         f.masks = _address(inter.masks)
@@ -530,10 +460,10 @@ class Rasterizer:
             _launch(self._chunk, grid, self.block, self.shared_bytes, side.cuda_stream, arguments)
         if ws.plan_args.two_pixels == 2:
             _launch(self._persistent_two, min(self.concurrent_ctas_two, inter.num_items), self.block // 2,
-                    self.shared_bytes, main.cuda_stream, arguments)
+                    self.shared_bytes, main_handle, arguments)
         else:
             _launch(self._persistent, min(self.concurrent_ctas, inter.num_items), self.block, self.shared_bytes,
-                    main.cuda_stream, arguments)
+                    main_handle, arguments)
         if plan.chunk_kernel and side is not main:
             self._join.record(side)
             main.wait_event(self._join)

@@ -76,6 +76,10 @@ def test_plan_kernels_match_the_torch_oracle(seed):
                 head = oracle.head
                 assert torch.equal(ws.lpt_order[:head].cpu().long(), oracle.lpt_order[:head])
         assert report["predicted_cost_lpt"] == pytest.approx(oracle.choice.predicted_cost_lpt, rel=1e-12)
+        # what the next frames run with: two pixels per thread where nothing is chunked and every item is light
+        light = report["chunked_tiles"] == 0 and (oracle.max_cost * rasterizer.concurrent_ctas
+                                                  <= constants.TWO_PIXEL_MAX_IMBALANCE * oracle.total_workload)
+        assert report["pixels_wanted"] == (2 if light else 1)
         # every item exactly once; costs in bucket order (exact within the head)
         order = ws.lpt_order[:n].cpu().long()
         assert torch.equal(torch.sort(order).values, torch.arange(n))
