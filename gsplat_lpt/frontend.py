@@ -74,6 +74,24 @@ def require_one_cuda_device(named: Iterable[Tuple[str, Optional[Tensor]]]) -> to
     return devices[0][1]
 
 
+def check_image_dims(means2d: Tensor, isect_offsets: Tensor, backgrounds: Optional[Tensor], channels: int,
+                     packed: bool, flat_backgrounds: bool) -> None:
+    """means2d's image dims are isect_offsets' (unpacked), and backgrounds hold one colour per image: of shape
+    [..., channels] like the image dims, or (flat_backgrounds: gsplat's 3DGS kernel reads them flat) any
+    shape of that many values ending in channels."""
+    image_dims = tuple(isect_offsets.shape[:-2])
+    if not packed and tuple(means2d.shape[:-2]) != image_dims:
+        raise LPTInputError(f"isect_offsets has image dims {image_dims}, means2d has {tuple(means2d.shape[:-2])}")
+    if backgrounds is not None:
+        backgrounds = require_tensor("backgrounds", backgrounds, torch.float32)
+        if flat_backgrounds:
+            fits = backgrounds.shape[-1:] == (channels,) and backgrounds.numel() == math.prod(image_dims) * channels
+        else:
+            fits = tuple(backgrounds.shape) == image_dims + (channels,)
+        if not fits:
+            raise LPTInputError(f"backgrounds has shape {tuple(backgrounds.shape)}, expected {image_dims + (channels,)}")
+
+
 def check_channels(channels: int) -> None:
     if channels == 0 or channels > GSPLAT_CHANNELS[-1]:
         raise LPTInputError(f"colors has {channels} channels; gsplat supports 1 to {GSPLAT_CHANNELS[-1]}")

@@ -7,7 +7,6 @@ so gsplat's own backward op computes the gradients; frames that need gradients a
 from __future__ import annotations
 
 import ctypes
-import math
 from typing import Optional, Tuple
 
 import torch
@@ -61,17 +60,6 @@ def validate(means2d, conics, colors, opacities, backgrounds, masks, packed: boo
     require_shape("colors", colors, image_dims + (n, channels), "[..., N, channels] like means2d")
     require_shape("opacities", opacities, image_dims + (n,), "[..., N] like means2d")
     return means2d.numel() // 2, channels
-
-
-def _check_image_dims(means2d: Tensor, isect_offsets: Tensor, backgrounds: Optional[Tensor], channels: int,
-                      packed: bool) -> None:
-    image_dims = tuple(isect_offsets.shape[:-2])
-    if not packed and tuple(means2d.shape[:-2]) != image_dims:
-        raise LPTInputError(f"isect_offsets has image dims {image_dims}, means2d has {tuple(means2d.shape[:-2])}")
-    if backgrounds is not None:
-        backgrounds = require_tensor("backgrounds", backgrounds, torch.float32)
-        if backgrounds.shape[-1:] != (channels,) or backgrounds.numel() != math.prod(image_dims) * channels:
-            raise LPTInputError(f"backgrounds has shape {tuple(backgrounds.shape)}, expected {image_dims + (channels,)}")
 
 
 _F32, _I32, _BOOL = torch.float32, torch.int32, torch.bool
@@ -142,7 +130,7 @@ class Frame3DGS:
         """Every check, each error naming its argument (the device check last)."""
         width, height, tile_size = frontend.image_sizes(width, height, tile_size, isect_offsets)
         rows, channels = validate(means2d, conics, colors, opacities, backgrounds, masks, packed)
-        _check_image_dims(means2d, isect_offsets, backgrounds, channels, packed)
+        frontend.check_image_dims(means2d, isect_offsets, backgrounds, channels, packed, flat_backgrounds=True)
         self.inter = frontend.intersections(isect_offsets, flatten_ids, masks, width, height, tile_size, rows)
         self.device = frontend.require_one_cuda_device(
             [("means2d", means2d), ("conics", conics), ("colors", colors), ("opacities", opacities),

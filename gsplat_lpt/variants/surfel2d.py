@@ -116,17 +116,6 @@ def validate(means2d, ray_transforms, colors, opacities, normals, densify, packe
     return means2d.numel() // 2, channels
 
 
-def _check_image_dims(means2d: Tensor, isect_offsets: Tensor, backgrounds: Optional[Tensor], channels: int,
-                      packed: bool) -> None:
-    image_dims = tuple(isect_offsets.shape[:-2])
-    if not packed and tuple(means2d.shape[:-2]) != image_dims:
-        raise LPTInputError(f"isect_offsets has image dims {image_dims}, means2d has {tuple(means2d.shape[:-2])}")
-    if backgrounds is not None:
-        backgrounds = require_tensor("backgrounds", backgrounds, torch.float32)
-        if tuple(backgrounds.shape) != image_dims + (channels,):
-            raise LPTInputError(f"backgrounds has shape {tuple(backgrounds.shape)}, expected {image_dims + (channels,)}")
-
-
 class Frame2DGS:
     """One call's validated, contiguous, padded tensors; `render` plans and runs them (the low-level entry
     that tests and tools use to get last_ids, median_ids and the plan too)."""
@@ -135,7 +124,7 @@ class Frame2DGS:
                  height, tile_size, isect_offsets, flatten_ids, packed):
         width, height, tile_size = frontend.image_sizes(width, height, tile_size, isect_offsets)
         rows, channels = validate(means2d, ray_transforms, colors, opacities, normals, densify, packed)
-        _check_image_dims(means2d, isect_offsets, backgrounds, channels, packed)
+        frontend.check_image_dims(means2d, isect_offsets, backgrounds, channels, packed, flat_backgrounds=False)
         self.inter = frontend.intersections(isect_offsets, flatten_ids, masks, width, height, tile_size, rows)
         self.device = frontend.require_one_cuda_device(
             [("means2d", means2d), ("ray_transforms", ray_transforms), ("colors", colors), ("opacities", opacities),
