@@ -333,6 +333,9 @@ def render_frame(variant: str, means: Tensor, quats: Tensor, scales: Tensor, opa
         kwargs.update(camera_model=camera_model, **(camera or {}))
     else:  # rasterization_2dgs takes one batch of Gaussians: opacities [N] (a scene may hold them as [1, N])
         opacities = opacities.reshape(means.shape[:-1])
+        if kwargs.get("sh_degree") is None and colors.dim() == means.dim():
+            # without SH it appends depth to colours per camera, so it wants them as [C, N, D]
+            colors = colors[None].expand(viewmats.shape[-3], *colors.shape)
     if backend == "lpt" and config is not None:
         kwargs["lpt_config"] = config
     return getattr(gsplat, spec.render_function)(means, quats, scales, opacities, colors, viewmats, Ks, width,

@@ -46,9 +46,12 @@ def main() -> None:
         profiler.disable()
         torch.cuda.synchronize()
         text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(14)
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("tottime").print_stats(16)
+        stats.sort_stats("cumulative").print_stats(30)
         print(f"== {label}: {per_call:.1f} us per call (host, GPU busy)")
-        print("\n".join(text.getvalue().splitlines()[6:24]))
+        print("\n".join(line for line in text.getvalue().splitlines() if line.strip() and "Ordered by" not in line
+                         and "function calls" not in line))
 
 
 if __name__ == "__main__":
