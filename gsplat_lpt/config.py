@@ -14,6 +14,9 @@ from .constants import HEAD_CAPACITY, MAX_CHUNK_COUNTS
 
 Mode = Literal["lpt", "chunk", "fixed", "auto"]
 MODES: Tuple[str, ...] = ("lpt", "chunk", "fixed", "auto")
+WARP_SHAPES: Tuple[str, ...] = ("auto", "blocks", "rows")
+# FrameArgs.warp_blocks of each warp shape: bit P - 1 set where the kernels of P pixels per thread use blocks
+WARP_BLOCK_BITS = {"auto": 0b01, "blocks": 0b11, "rows": 0b00}
 
 # Calibrated on one NVIDIA H200 (132 SMs) with `gsplat-lpt calibrate` (README, "Calibrating the cost
 # model"). lambda: per-chunk overhead (partials written and composited) in Gaussian-equivalent work
@@ -46,6 +49,8 @@ class LPTConfig:
     saturation_feedback: bool = True  # predict an item's cost from where it stopped in the frame before
     cull: bool = True  # drop, per warp, the Gaussians that cannot reach alpha >= 1/255 there (exact)
     pixels_per_thread: int = 0  # pixels per thread of the LPT kernel: 1, 2 (3DGS), 0 = as the last frame's plan asked
+    warp_shape: str = "auto"  # pixels of a warp: "blocks" of 8 x 4 pixel groups (tile sizes divisible by 8), "rows"
+    # of the tile, or "auto": blocks with one pixel per thread, rows with two (what measured faster on an H200)
     check_inputs: bool = False  # wait for the GPU after each call and raise on invalid offsets/ids at once
 
     def __post_init__(self) -> None:
@@ -69,6 +74,8 @@ class LPTConfig:
         if self.pixels_per_thread not in (0, 1, 2):
             raise ValueError(f"LPTConfig.pixels_per_thread must be 0 (as the plan asks), 1 or 2, "
                              f"got {self.pixels_per_thread}")
+        if self.warp_shape not in WARP_SHAPES:
+            raise ValueError(f"LPTConfig.warp_shape must be one of {WARP_SHAPES}, got {self.warp_shape!r}")
         if self.max_chunks < 0:
             raise ValueError(f"LPTConfig.max_chunks must be >= 0, got {self.max_chunks}")
 

@@ -133,11 +133,12 @@ def intersections(isect_offsets: Any, flatten_ids: Any, masks: Any, image_width:
             require_shape("masks", masks, tuple(isect_offsets.shape), "like isect_offsets")
     shape = isect_offsets.shape
     if masks is not None:
-        masks = masks.contiguous().reshape(-1).view(torch.uint8)
-    return Intersections(
-        isect_offsets=isect_offsets.contiguous().reshape(-1), flatten_ids=flatten_ids.contiguous(), masks=masks,
-        num_images=math.prod(shape[:-2]), image_width=image_width, image_height=image_height,
-        tile_size=tile_size, tile_width=shape[-1], tile_height=shape[-2], num_gaussians=num_gaussians)
+        masks = masks.contiguous().view(torch.uint8)
+    tile_height, tile_width = shape[-2], shape[-1]
+    num_items = isect_offsets.numel()
+    return Intersections(isect_offsets.contiguous(), flatten_ids.contiguous(), masks,
+                         num_items // (tile_height * tile_width) if num_items else math.prod(shape[:-2]), image_width,
+                         image_height, tile_size, tile_width, tile_height, num_gaussians, num_items)
 
 
 def needs_grad(*tensors: Optional[Tensor]) -> bool:

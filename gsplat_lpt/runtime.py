@@ -27,7 +27,7 @@ from . import constants, layouts
 from .compiler import (ENV_SHARED_MEMORY_LIMIT, blend_shared_bytes, compile_kernels, import_cupy,  # noqa: F401
                        kernel_dir, kernel_source, plan_kernels, shared_memory_limit)
 from .errors import LPTInputError, LPTRuntimeError
-from .config import LPTConfig
+from .config import WARP_BLOCK_BITS, LPTConfig
 
 # Partial buffers "auto" starts with (4096 chunks of 256 RGB pixels); later frames grow them to what the
 # policy asked for, up to LPTConfig.max_chunks.
@@ -66,13 +66,14 @@ def _address(tensor: Optional[Tensor]) -> int:
     return 0 if tensor is None else tensor.data_ptr()
 
 
-@dataclass
+@dataclass(slots=True)
 class Intersections:
-    """What every variant shares: one frame's tile lists and image geometry (flattened, contiguous)."""
+    """What every variant shares: one frame's tile lists and image geometry (contiguous; the kernels read
+    the offsets as one flat array of num_items)."""
 
-    isect_offsets: Tensor  # [num_items] int32
+    isect_offsets: Tensor  # [..., tile_height, tile_width] int32
     flatten_ids: Tensor  # [n_isects] int32
-    masks: Optional[Tensor]  # [num_items] uint8, or None
+    masks: Optional[Tensor]  # [..., tile_height, tile_width] uint8, or None
     num_images: int
     image_width: int
     image_height: int
@@ -80,10 +81,11 @@ class Intersections:
     tile_width: int
     tile_height: int
     num_gaussians: int  # rows of the per-Gaussian arrays (I * N unpacked, nnz packed)
+    num_items: int = -1  # (image, tile) work items; -1: counted from the offsets
 
-    @property
-    def num_items(self) -> int:
-        return self.isect_offsets.numel()
+    def __post_init__(self):
+        if self.num_items < 0:
+            self.num_items = self.isect_offsets.numel()
 
     @property
     def n_isects(self) -> int:
@@ -157,6 +159,8 @@ class Workspace:
         self.frame_args = layouts.FrameArgs()
         self.plan_args = layouts.PlanArgs()
         self.plan_arguments = _pointers(self.plan_args)
+        # kernelParams of the blending kernels: (frame_args, params, outputs), the last two set per call
+        self.frame_arguments = (ctypes.c_void_p * 3)(ctypes.addressof(self.frame_args), None, None)
         self.plan_config: Optional[LPTConfig] = None  # the config whose constants plan_args holds
         self._point()
 
@@ -443,10 +447,12 @@ class Rasterizer:
         f.frame_index = plan.frame_index
         f.chunk_unit_capacity = ws.chunk_units if plan.chunk_kernel else 0
         f.cull = plan.config.cull
+        f.warp_blocks = WARP_BLOCK_BITS[plan.config.warp_shape] if inter.tile_size % 8 == 0 else 0
         f.finishing_kernels = 2 if plan.chunk_kernel else 1
         f.image_width, f.image_height, f.tile_size = inter.image_width, inter.image_height, inter.tile_size
         f.tile_width, f.tile_height = inter.tile_width, inter.tile_height
-        arguments = _pointers(f, params, outputs)
+        arguments = ws.frame_arguments
+        arguments[1], arguments[2] = ctypes.addressof(params), ctypes.addressof(outputs)
 
         if plan.chunk_kernel:
             # The side stream joins back into the current stream below, before anything else runs there,

@@ -78,6 +78,7 @@ struct FrameArgs {
     int chunk_unit_capacity;
     int cull;
     int finishing_kernels;
+    int warp_blocks;  // bit P - 1: the kernels of P pixels per thread give warps 8 x 4 blocks of pixel groups
     unsigned image_width, image_height, tile_size, tile_width, tile_height;
 };
 
@@ -109,14 +110,37 @@ struct PixelSlot {
     }
 };
 
-// With P pixels per thread, thread t of a CTA holds the pixels of tile rows (t / tile_size) * P + p,
-// p < P, in column t % tile_size: P vertically adjacent pixels (the runtime uses P > 1 only where the tile
-// size is a multiple of P). Returns the pixel's rank in the tile (row * tile_size + column).
+// Where a thread's pixels lie in its tile. With P pixels per thread, a thread holds a group of P vertically
+// adjacent pixels (rows group * P + p, p < P, of one column; the runtime uses P > 1 only where the tile size
+// is a multiple of P). Groups are assigned to threads either
+//   - by rows (thread t: group row t / tile_size, column t % tile_size), or
+//   - where bit P - 1 of f.warp_blocks is set (tile sizes that are multiples of 8), in blocks of 8 columns x
+//     4 group rows per warp:
+//     warp w covers block (w / (tile_size / 8), w % (tile_size / 8)), lane l its group row l / 8 and column
+//     l % 8. A warp's pixels are then 8 x 4P instead of tile_size x 32P / tile_size: a smaller perimeter,
+//     so the per-warp cull test (V::may_contribute on the warp's PixelBox) drops more Gaussians.
+// Which pixels a thread blends changes nothing else: each pixel's walk is gsplat's, in gsplat's order (and
+// all chunks of an item run in the chunk kernel, so they agree on where its pixels lie).
+template <unsigned P>
+__device__ inline bool warp_blocks(const FrameArgs& f) {
+    return (f.warp_blocks >> (P - 1)) & 1;
+}
+
+// The pixel's rank in the tile (row * tile_size + column) of pixel p of a thread.
 template <unsigned P>
 __device__ inline unsigned pixel_rank(const FrameArgs& f, unsigned thread, unsigned p) {
-    if (P == 1) return thread;
-    const unsigned group = thread / f.tile_size;
-    return (group * P + p) * f.tile_size + (thread - group * f.tile_size);
+    unsigned group, col;
+    if (warp_blocks<P>(f)) {
+        const unsigned warp = thread >> 5, lane = thread & 31u, blocks_per_row = f.tile_size >> 3;
+        const unsigned block_row = warp / blocks_per_row;
+        group = block_row * 4u + (lane >> 3);
+        col = (warp - block_row * blocks_per_row) * 8u + (lane & 7u);
+    } else {
+        if (P == 1) return thread;
+        group = thread / f.tile_size;
+        col = thread - group * f.tile_size;
+    }
+    return (group * P + p) * f.tile_size + col;
 }
 
 // Pixel centres one warp covers in its tile (a superset when a warp spans partial rows).
@@ -126,14 +150,23 @@ struct PixelBox {
 
 template <unsigned P>
 __device__ inline PixelBox warp_box(const FrameArgs& f, const PixelSlot& slot, unsigned warp, unsigned block) {
-    const unsigned first = warp * 32u, last = min(first + 31u, block - 1u);
-    const unsigned group0 = first / f.tile_size, group1 = last / f.tile_size;
-    unsigned col0 = 0, col1 = f.tile_size - 1;
-    if (group0 == group1) {
-        col0 = first % f.tile_size;
-        col1 = last % f.tile_size;
+    unsigned col0 = 0, col1 = f.tile_size - 1, row0, row1;
+    if (warp_blocks<P>(f)) {
+        const unsigned blocks_per_row = f.tile_size >> 3, block_row = warp / blocks_per_row;
+        col0 = (warp - block_row * blocks_per_row) * 8u;
+        col1 = col0 + 7u;
+        row0 = block_row * 4u * P;
+        row1 = row0 + 4u * P - 1u;
+    } else {
+        const unsigned first = warp * 32u, last = min(first + 31u, block - 1u);
+        const unsigned group0 = first / f.tile_size, group1 = last / f.tile_size;
+        if (group0 == group1) {
+            col0 = first % f.tile_size;
+            col1 = last % f.tile_size;
+        }
+        row0 = group0 * P;
+        row1 = group1 * P + (P - 1);
     }
-    const unsigned row0 = group0 * P, row1 = group1 * P + (P - 1);
     return PixelBox{(float)(slot.tile_x0 + col0) + 0.5f, (float)(slot.tile_x0 + col1) + 0.5f,
                     (float)(slot.tile_y0 + row0) + 0.5f, (float)(slot.tile_y0 + row1) + 0.5f};
 }

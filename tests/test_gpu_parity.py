@@ -159,16 +159,24 @@ def test_eager_auto_policy_chunks_the_heavy_tile():
 
 @pytest.mark.parametrize("cull", [True, False])
 @pytest.mark.parametrize("pixels_per_thread", [1, 2])
-def test_culling_is_exact(cull, pixels_per_thread):
+@pytest.mark.parametrize("warp_shape", ["auto", "blocks", "rows"])
+def test_culling_is_exact(cull, pixels_per_thread, warp_shape):
     """Per-warp culling changes no bit of colours, alphas or last_ids (real geometry, many tile sizes, one or
-    two pixels per thread: warps of 2 or 4 rows at tile size 16)."""
-    for tile_size in (8, 12, 16, 32):
+    two pixels per thread; warps of 8 x 4 pixel groups, or rows: 2 or 4 rows at tile size 16), in lpt mode and
+    in the chunk kernel."""
+    for tile_size in (8, 12, 16, 24, 32):
         frame = project(*random_gaussians(6000, seed=tile_size, cluster=2000), *cameras(2, 150, 100), 150, 100,
                         tile_size=tile_size)
         ref = gsplat_forward(frame)
-        ours = ours_forward(frame, LPTConfig(mode="lpt", cull=cull, pixels_per_thread=pixels_per_thread))
+        config = LPTConfig(mode="lpt", cull=cull, pixels_per_thread=pixels_per_thread, warp_shape=warp_shape)
+        ours = ours_forward(frame, config)
         for a, b in zip(ref, ours[:3]):
             assert torch.equal(a, b), tile_size
+        chunked = ours_forward(frame, config.replace(mode="chunk", chunk_count=3))
+        assert chunked[3].report()["chunked_tiles"] > 0
+        assert psnr(chunked[0], ref[0]) >= 76.0, tile_size
+        unculled = ours_forward(frame, config.replace(mode="chunk", chunk_count=3, cull=not cull))
+        assert torch.equal(chunked[0], unculled[0]) and torch.equal(chunked[1], unculled[1]), tile_size
 
 
 def test_masks_render_background_on_masked_tiles():

@@ -139,20 +139,13 @@ class Frame3DGS:
 
     def render(self, config: LPTConfig, chunking_allowed: bool = True, reason: Optional[str] = None,
                with_last_ids: bool = True):
-        """(render_colors, render_alphas, last_ids, plan) with gsplat's shapes (padded channels). Without
-        last_ids (inference: nothing needs them) colours and alphas share one allocation and last_ids is None."""
+        """(render_colors, render_alphas, last_ids, plan) with gsplat's shapes (padded channels); last_ids is
+        None without with_last_ids (inference: nothing needs them)."""
         inter, dims = self.inter, self.image_dims
         H, W, C = inter.image_height, inter.image_width, self.channels
-        if with_last_ids:
-            render_colors = torch.empty(dims + (H, W, C), dtype=torch.float32, device=self.device)
-            render_alphas = torch.empty(dims + (H, W, 1), dtype=torch.float32, device=self.device)
-            last_ids = torch.empty(dims + (H, W), dtype=torch.int32, device=self.device)
-        else:
-            pixels = inter.num_images * H * W
-            both = torch.empty(pixels * (C + 1), dtype=torch.float32, device=self.device)
-            render_colors = both[: pixels * C].view(dims + (H, W, C))
-            render_alphas = both[pixels * C:].view(dims + (H, W, 1))
-            last_ids = None
+        render_colors = torch.empty(dims + (H, W, C), dtype=_F32, device=self.device)
+        render_alphas = torch.empty(dims + (H, W, 1), dtype=_F32, device=self.device)
+        last_ids = torch.empty(dims + (H, W), dtype=_I32, device=self.device) if with_last_ids else None
         if inter.num_images == 0:  # nothing to launch
             return render_colors, render_alphas, last_ids, None
         params = Params3DGS(self.means2d.data_ptr(), self.conics.data_ptr(), self.opacities.data_ptr(),

@@ -167,9 +167,9 @@ def kernel_us(fn, names, calls=20):
     return total / calls
 
 
-def culled_share(frame) -> float:
+def culled_share(frame, warp_shape="rows") -> float:
     """Share of (Gaussian, warp) pairs of the frame that the cull bound drops (16 x 16 tiles, two pixels per
-    thread: 4 warps of 4 rows)."""
+    thread: 4 warps of 4 rows, or of 8 x 8 pixels with warp_shape "blocks")."""
     from gsplat_lpt.reference import may_contribute
 
     offsets = frame["isect_offsets"].reshape(-1).long()
@@ -189,7 +189,11 @@ def culled_share(frame) -> float:
     for warp in range(4):
         # the bound per pair, with its box shifted: means relative to the tile origin
         local = means2d - torch.stack([tx, ty], -1)
-        box = (0.5, 15.5, 4 * warp + 0.5, 4 * warp + 3.5)
+        if warp_shape == "blocks":
+            x0, y0 = 8 * (warp % 2), 8 * (warp // 2)
+            box = (x0 + 0.5, x0 + 7.5, y0 + 0.5, y0 + 7.5)
+        else:
+            box = (0.5, 15.5, 4 * warp + 0.5, 4 * warp + 3.5)
         dropped += int((~may_contribute(local, conics, opacities, box)).sum())
     return dropped / (4 * n)
 
@@ -205,6 +209,10 @@ def measure(name, frame, repeats, fixed_grid, policy=None):
         if "pixels_per_thread" in LPTConfig.__dataclass_fields__:
             configs["lpt-1px"] = LPTConfig(mode="lpt", pixels_per_thread=1)
         configs["auto-nofeedback"] = auto.replace(saturation_feedback=False)
+        if "warp_shape" in LPTConfig.__dataclass_fields__:
+            configs["lpt-rows"] = LPTConfig(mode="lpt", warp_shape="rows")
+            configs["lpt-blocks"] = LPTConfig(mode="lpt", warp_shape="blocks")
+            configs["auto-rows"] = auto.replace(warp_shape="rows")
     grid_k = (4, 8, 16, 32, 64) if NEW_CORE else (4, 8, 16)
     if fixed_grid and name.startswith("ladder:") and "balanced" not in name:
         for rho in (0.001, 0.005, 0.02, 0.05):
@@ -238,6 +246,7 @@ def measure(name, frame, repeats, fixed_grid, policy=None):
                            "lpt": kernel_us(variants["lpt"], ("lpt_persistent_blend",))}
     if NEW_CORE:
         row["culled_share"] = culled_share(frame)
+        row["culled_share_blocks"] = culled_share(frame, "blocks")
     return row
 
 
@@ -317,6 +326,14 @@ def main() -> None:
               f"{modes['auto']['ms']:>7.3f} {str((modes['auto']['h'], modes['auto']['k'])):>9} {bf_text:>18} "
               f"{v / modes['lpt']['ms']:>6.2f} {v / modes['auto']['ms']:>6.2f} {modes['auto']['psnr']:>6.1f} "
               f"{r['plan_gpu_us']:>8.1f} {host:>16} {r.get('culled_share', float('nan')):>5.2f}")
+    print(f"\n[{args.tag}] speedup (psnr) of every mode; kernel us vanilla/lpt; culled share rows/blocks")
+    for r in rows:
+        v = r["vanilla_ms"]
+        modes = " ".join(f"{label}={v / m['ms']:.2f}({m['psnr']:.0f})" for label, m in r["modes"].items()
+                         if not label.startswith("fixed"))
+        kernel = r["blend_gpu_us"]
+        print(f"[{args.tag}] {r['frame'][:18]:<18} {modes} k={kernel['vanilla']:.0f}/{kernel['lpt']:.0f} "
+              f"cull={r.get('culled_share', float('nan')):.2f}/{r.get('culled_share_blocks', float('nan')):.2f}")
 
 
 if __name__ == "__main__":
