@@ -38,6 +38,7 @@ SCHEDULE_WORDS = (
     "plan_mode",  # PLAN_MODES value the frame was planned in
     "pixels_per_thread",  # pixels per thread of the persistent kernel that runs this frame (1 or 2)
     "pixels_wanted",  # what the plan's rule asks of the next frames (1 or 2; the host reads it back)
+    "persistent_rows",  # 1: the persistent kernel's warps take rows of the tile, whatever FrameArgs.warp_blocks says
 )
 SCHEDULE = {name: index for index, name in enumerate(SCHEDULE_WORDS)}
 SCHEDULE_SIZE = 20  # words allocated (>= len(SCHEDULE_WORDS))
@@ -86,6 +87,12 @@ DEPTH_MARGIN = 1.25
 # The host reads that back from the last finished frame and launches the one persistent kernel it asks for.
 TWO_PIXEL_MAX_IMBALANCE = 0.5
 
+# Warp shapes (LPTConfig.warp_shape): where nothing is chunked and the longest item exceeds this multiple of
+# the frame's mean work per CTA, the frame lasts as long as that item, and the persistent kernel gives its
+# warps rows of the tile (whose cull test visits fewer rows per Gaussian: on such items, long lists of small
+# Gaussians, the test is much of the work); elsewhere 8 x 4 blocks where the warp shape asks for them.
+ROWS_MIN_IMBALANCE = 5.0
+
 
 def cuda_header() -> str:
     """The `#define` block put in front of every kernel source."""
@@ -112,5 +119,6 @@ def cuda_header() -> str:
     lines.append(f"#define LPT_MAX_BATCH {MAX_BATCH}")
     lines.append(f"#define LPT_DEPTH_MARGIN {DEPTH_MARGIN!r}f")
     lines.append(f"#define LPT_TWO_PIXEL_MAX_IMBALANCE {TWO_PIXEL_MAX_IMBALANCE!r}")
+    lines.append(f"#define LPT_ROWS_MIN_IMBALANCE {ROWS_MIN_IMBALANCE!r}")
     assert len(SCHEDULE_WORDS) <= SCHEDULE_SIZE
     return "\n".join(lines) + "\n"

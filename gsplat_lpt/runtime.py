@@ -275,6 +275,7 @@ class FramePlan:
             "chunk_count": schedule[word["chunk_count"]],
             "pixels_per_thread": schedule[word["pixels_per_thread"]],
             "pixels_wanted": schedule[word["pixels_wanted"]],
+            "warp_shape": self.warp_shape(schedule),
             "predicted_cost": predicted[0] if self.plan_mode != "lpt" else None,
             "predicted_cost_lpt": predicted[1],
             "saturation_feedback": self.uses_feedback,
@@ -282,6 +283,13 @@ class FramePlan:
         }
 
     uses_feedback: bool = False
+
+    def warp_shape(self, schedule) -> str:
+        """"blocks" or "rows": the pixels each warp of the frame's persistent kernel blended."""
+        bits = WARP_BLOCK_BITS[self.config.warp_shape] if self.intersections.tile_size % 8 == 0 else 0
+        pixels = schedule[constants.SCHEDULE["pixels_per_thread"]]
+        blocks = (bits >> (pixels - 1)) & 1 and not schedule[constants.SCHEDULE["persistent_rows"]]
+        return "blocks" if blocks else "rows"
 
 
 class Rasterizer:

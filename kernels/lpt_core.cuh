@@ -120,7 +120,8 @@ struct PixelSlot {
 //     l % 8. A warp's pixels are then 8 x 4P instead of tile_size x 32P / tile_size: a smaller perimeter,
 //     so the per-warp cull test (V::may_contribute on the warp's PixelBox) drops more Gaussians.
 // Which pixels a thread blends changes nothing else: each pixel's walk is gsplat's, in gsplat's order (and
-// all chunks of an item run in the chunk kernel, so they agree on where its pixels lie).
+// all chunks of an item run in the chunk kernel, so they agree on where its pixels lie). The persistent
+// kernel takes rows where the plan says the frame lasts as long as its longest item (persistent_rows).
 template <unsigned P>
 __device__ inline bool warp_blocks(const FrameArgs& f) {
     return (f.warp_blocks >> (P - 1)) & 1;
@@ -128,9 +129,9 @@ __device__ inline bool warp_blocks(const FrameArgs& f) {
 
 // The pixel's rank in the tile (row * tile_size + column) of pixel p of a thread.
 template <unsigned P>
-__device__ inline unsigned pixel_rank(const FrameArgs& f, unsigned thread, unsigned p) {
+__device__ inline unsigned pixel_rank(const FrameArgs& f, bool blocks, unsigned thread, unsigned p) {
     unsigned group, col;
-    if (warp_blocks<P>(f)) {
+    if (blocks) {
         const unsigned warp = thread >> 5, lane = thread & 31u, blocks_per_row = f.tile_size >> 3;
         const unsigned block_row = warp / blocks_per_row;
         group = block_row * 4u + (lane >> 3);
@@ -149,9 +150,10 @@ struct PixelBox {
 };
 
 template <unsigned P>
-__device__ inline PixelBox warp_box(const FrameArgs& f, const PixelSlot& slot, unsigned warp, unsigned block) {
+__device__ inline PixelBox warp_box(const FrameArgs& f, bool blocks, const PixelSlot& slot, unsigned warp,
+                                   unsigned block) {
     unsigned col0 = 0, col1 = f.tile_size - 1, row0, row1;
-    if (warp_blocks<P>(f)) {
+    if (blocks) {
         const unsigned blocks_per_row = f.tile_size >> 3, block_row = warp / blocks_per_row;
         col0 = (warp - block_row * blocks_per_row) * 8u;
         col1 = col0 + 7u;
@@ -313,13 +315,14 @@ __device__ inline void item_range(const FrameArgs& f, int item, int& start, int&
 // colours, alphas and last_ids stay gsplat's bit for bit. A warp whose pixels have all saturated tests
 // nothing more. With a saturation_flag (depth chunks) the CTA also stops once an earlier chunk of the same
 // item has saturated all its pixels (checked once per batch).
+// `blocks`: the warps' pixels are 8 x 4 blocks (pixel_rank), which the cull box follows.
 // Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids.
 // State is the pixel's walk: PixelBlend, or RewalkPixel for a composite's re-walk (members done and step).
 template <class V, unsigned P, class State>
 __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params, const SharedBatch<V>& batch,
                             int range_start, int range_end, const typename V::Pixel (&pixel_ctx)[P],
-                            const PixelSlot& slot, State (&pixel)[P], const int* saturation_flag, int chunk_index,
-                            int& stop_position) {
+                            const PixelSlot& slot, bool blocks, State (&pixel)[P], const int* saturation_flag,
+                            int chunk_index, int& stop_position) {
     const unsigned block = blockDim.x;
     const unsigned thread = threadIdx.x;
     const unsigned warp = thread >> 5, lane = thread & 31u;
@@ -328,7 +331,7 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
     const int batch_capacity = (int)min(block * P, kMaxBatch);
     const bool cull = V::kHasCullBound && f.cull != 0;
     // the warp's pixel centres, read by its lanes after the first barrier below
-    if (cull && lane == 0) batch.boxes[warp] = warp_box<P>(f, slot, warp, block);
+    if (cull && lane == 0) batch.boxes[warp] = warp_box<P>(f, blocks, slot, warp, block);
     auto all_done = [&pixel]() {
         bool done = true;
 #pragma unroll
@@ -460,12 +463,14 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
         if (position >= queue_length) break;
         const int item = f.lpt_order[chunked_tiles + position];
         const bool masked = f.masks != nullptr && !f.masks[item];
+        // read per item rather than held in a register across the queue loop (the one-pixel build spilled)
+        const bool blocks = warp_blocks<P>(f) && f.schedule[LPT_WORD_PERSISTENT_ROWS] == 0;
         PixelSlot slots[P] = {};
         typename V::Pixel pixel_ctx[P];
         PixelBlend<V, CDIM> pixels[P] = {};
 #pragma unroll
         for (unsigned p = 0; p < P; ++p) {
-            slots[p] = PixelSlot(f, item, pixel_rank<P>(f, threadIdx.x, p));
+            slots[p] = PixelSlot(f, item, pixel_rank<P>(f, blocks, threadIdx.x, p));
             bool valid_ray = true;
             pixel_ctx[p] = V::pixel(params, slots[p].image, slots[p].px, slots[p].py, valid_ray);
             pixels[p] = PixelBlend<V, CDIM>(slots[p].inside && valid_ray);
@@ -477,8 +482,8 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
         int range_start = 0, range_end = 0, stop_position = 0;
         if (!invalid_frame && !masked) {  // gsplat renders the background on masked-out tiles
             item_range(f, item, range_start, range_end);
-            blend_range<V, P>(f, params, batch, range_start, range_end, pixel_ctx, slots[0], pixels, nullptr, 0,
-                              stop_position);
+            blend_range<V, P>(f, params, batch, range_start, range_end, pixel_ctx, slots[0], blocks, pixels, nullptr,
+                              0, stop_position);
         }
 #pragma unroll
         for (unsigned p = 0; p < P; ++p)
@@ -518,6 +523,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
     const int chunk_units = chunked_tiles * chunk_count;
     const unsigned block = blockDim.x;
     const unsigned pixels_per_cta = block * P;
+    const bool blocks = warp_blocks<P>(f);
     PersistentQueue queue(f.schedule + LPT_WORD_CHUNK_COUNTER);
 
     for (bool first = true;; first = false) {
@@ -532,7 +538,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         PixelBlend<V, CDIM> pixels[P] = {};
 #pragma unroll
         for (unsigned p = 0; p < P; ++p) {
-            slots[p] = PixelSlot(f, item, pixel_rank<P>(f, threadIdx.x, p));
+            slots[p] = PixelSlot(f, item, pixel_rank<P>(f, blocks, threadIdx.x, p));
             valid_rays[p] = true;
             pixel_ctx[p] = V::pixel(params, slots[p].image, slots[p].px, slots[p].py, valid_rays[p]);
             pixels[p] = PixelBlend<V, CDIM>(slots[p].inside && valid_rays[p]);
@@ -549,8 +555,8 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
 
         int* saturation_flag = f.saturation_flags + tile_slot;
         int stop_position = chunk_start;
-        const bool stopped = blend_range<V, P>(f, params, batch, chunk_start, chunk_end, pixel_ctx, slots[0], pixels,
-                                               saturation_flag, chunk, stop_position);
+        const bool stopped = blend_range<V, P>(f, params, batch, chunk_start, chunk_end, pixel_ctx, slots[0], blocks,
+                                               pixels, saturation_flag, chunk, stop_position);
         bool all_done = true;
 #pragma unroll
         for (unsigned p = 0; p < P; ++p) all_done = all_done && pixels[p].done;
@@ -603,7 +609,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
                 }
                 int walk_stop;
                 blend_range<V, P>(f, params, batch, min(range_end, range_start + chunk_length), range_end, pixel_ctx,
-                                  slots[0], rewalk, nullptr, 0, walk_stop);
+                                  slots[0], blocks, rewalk, nullptr, 0, walk_stop);
             }
 #pragma unroll
             for (unsigned p = 0; p < P; ++p)

@@ -240,6 +240,9 @@ __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* hea
         const bool light = h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) <= __dmul_rn(LPT_TWO_PIXEL_MAX_IMBALANCE, total);
         p.schedule[LPT_WORD_PIXELS_WANTED] = p.two_pixels != 0 && light ? 2 : 1;
         p.schedule[LPT_WORD_PIXELS_PER_THREAD] = p.two_pixels == 2 ? 2 : 1;
+        // the frame lasts as long as its longest item: the persistent kernel's warps take rows of the tile
+        p.schedule[LPT_WORD_PERSISTENT_ROWS] =
+            h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) > __dmul_rn(LPT_ROWS_MIN_IMBALANCE, total);
         p.schedule[LPT_WORD_PLAN_MODE] = p.mode;
         p.schedule[LPT_WORD_CHUNKED_TILES] = h;
         p.schedule[LPT_WORD_CHUNK_COUNT] = k;

@@ -80,6 +80,12 @@ def test_plan_kernels_match_the_torch_oracle(seed):
         light = report["chunked_tiles"] == 0 and (oracle.max_cost * rasterizer.concurrent_ctas
                                                   <= constants.TWO_PIXEL_MAX_IMBALANCE * oracle.total_workload)
         assert report["pixels_wanted"] == (2 if light else 1)
+        # warps of rows in the persistent kernel where nothing is chunked and the longest item decides the frame
+        latency_bound = report["chunked_tiles"] == 0 and (oracle.max_cost * rasterizer.concurrent_ctas
+                                                          > constants.ROWS_MIN_IMBALANCE * oracle.total_workload)
+        assert schedule[constants.SCHEDULE["persistent_rows"]] == int(latency_bound)
+        # the default warp shape gives one pixel per thread blocks where the tile size allows them
+        assert report["warp_shape"] == ("blocks" if inter.tile_size % 8 == 0 and not latency_bound else "rows")
         # every item exactly once; costs in bucket order (exact within the head)
         order = ws.lpt_order[:n].cpu().long()
         assert torch.equal(torch.sort(order).values, torch.arange(n))

@@ -242,6 +242,9 @@ def measure(name, frame, repeats, fixed_grid, policy=None):
     plan_kernels = ("plan_costs", "plan_order") if NEW_CORE else ("plan_frame_fused", "tile_workloads",
                                                                   "choose_chunking", "radixSort", "RadixSort")
     row["plan_gpu_us"] = kernel_us(variants["auto"], plan_kernels)
+    if NEW_CORE:
+        row["plan_gpu_us_by_kernel"] = {name: kernel_us(variants["auto"], (name,)) for name in plan_kernels}
+        row["plan_gpu_us_lpt"] = kernel_us(variants["lpt"], plan_kernels)
     row["blend_gpu_us"] = {"vanilla": kernel_us(variants["vanilla"], ("rasterize_to_pixels",)),
                            "lpt": kernel_us(variants["lpt"], ("lpt_persistent_blend",))}
     if NEW_CORE:
@@ -332,8 +335,10 @@ def main() -> None:
         modes = " ".join(f"{label}={v / m['ms']:.2f}({m['psnr']:.0f})" for label, m in r["modes"].items()
                          if not label.startswith("fixed"))
         kernel = r["blend_gpu_us"]
+        split = "/".join(f"{us:.1f}" for us in r.get("plan_gpu_us_by_kernel", {}).values())
         print(f"[{args.tag}] {r['frame'][:18]:<18} {modes} k={kernel['vanilla']:.0f}/{kernel['lpt']:.0f} "
-              f"cull={r.get('culled_share', float('nan')):.2f}/{r.get('culled_share_blocks', float('nan')):.2f}")
+              f"cull={r.get('culled_share', float('nan')):.2f}/{r.get('culled_share_blocks', float('nan')):.2f} "
+              f"plan auto {split} lpt {r.get('plan_gpu_us_lpt', float('nan')):.1f}")
 
 
 if __name__ == "__main__":

@@ -39,19 +39,20 @@ def main() -> None:
         per_call = (time.perf_counter() - start) * 1e6 / calls
         torch.cuda.synchronize()
         torch.cuda._sleep(int(3e9))
+        calls_made = calls
         profiler = cProfile.Profile()
         profiler.enable()
         for _ in range(calls):
             fn()
         profiler.disable()
         torch.cuda.synchronize()
-        text = io.StringIO()
-        stats = pstats.Stats(profiler, stream=text)
-        stats.sort_stats("tottime").print_stats(16)
-        stats.sort_stats("cumulative").print_stats(30)
+        stats = pstats.Stats(profiler, stream=io.StringIO())
         print(f"== {label}: {per_call:.1f} us per call (host, GPU busy)")
-        print("\n".join(line for line in text.getvalue().splitlines() if line.strip() and "Ordered by" not in line
-                         and "function calls" not in line))
+        print(f"   {'own us':>7} {'cum us':>7} per call (profiled), function")
+        rows = sorted(stats.stats.items(), key=lambda item: -item[1][3])[:28]  # by cumulative time
+        for (path, line, name), (_, calls, own, cumulative, _) in rows:
+            where = f"{Path(path).name}:{line}({name})" if line else name
+            print(f"   {own * 1e6 / calls_made:>7.2f} {cumulative * 1e6 / calls_made:>7.2f} {where[:90]}")
 
 
 if __name__ == "__main__":
