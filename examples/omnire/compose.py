@@ -27,10 +27,13 @@ RASTERIZE_KWARGS: Dict[str, Any] = dict(
 def rasterize_kwargs(variant: str = "3dgs") -> Dict[str, Any]:
     """drivestudio's arguments for the render call of a Gaussian variant (3dgs, 2dgs, 3dgut): RASTERIZE_KWARGS,
     less `rasterize_mode` for 2dgs (gsplat's `rasterization_2dgs` has no such argument). 3dgut's with_ut and
-    with_eval3d are the render call's own (gsplat_lpt.tools.frame.render_frame adds them)."""
+    with_eval3d are the render call's own (gsplat_lpt.tools.frame.render_frame adds them); it renders "RGB",
+    since gsplat 1.5.3's per-pixel 3D evaluation blends exactly three channels (no depth channel)."""
     kwargs = dict(RASTERIZE_KWARGS)
     if variant == "2dgs":
         kwargs.pop("rasterize_mode")
+    if variant == "3dgut":
+        kwargs["render_mode"] = "RGB"
     return kwargs
 
 

@@ -60,7 +60,9 @@ def test_fisheye_view_directions_are_equidistant():
 
 
 def test_rasterize_kwargs_per_variant():
-    assert omnire.rasterize_kwargs("3dgs") == omnire.RASTERIZE_KWARGS == omnire.rasterize_kwargs("3dgut")
+    assert omnire.rasterize_kwargs("3dgs") == omnire.RASTERIZE_KWARGS
+    # gsplat's 3D per-pixel evaluation blends three channels only: no depth channel there
+    assert omnire.rasterize_kwargs("3dgut") == {**omnire.RASTERIZE_KWARGS, "render_mode": "RGB"}
     surfels = omnire.rasterize_kwargs("2dgs")
     assert "rasterize_mode" not in surfels and surfels["render_mode"] == "RGB+ED"
     assert "rasterize_mode" in omnire.RASTERIZE_KWARGS  # a copy was changed, not drivestudio's arguments

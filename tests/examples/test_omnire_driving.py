@@ -225,7 +225,8 @@ def test_example_measures_the_variants_calls(example, variant, camera_model, tmp
     expected = "rasterization_2dgs" if variant == "2dgs" else "rasterization"
     assert {call[1] for call in renders} == {expected} and len(renders) == 4  # both backends, then timed once each
     for _, _, kwargs in renders:
-        assert kwargs["render_mode"] == "RGB+ED" and kwargs["near_plane"] == 0.1
+        # gsplat's 3D per-pixel evaluation blends three channels only
+        assert kwargs["render_mode"] == ("RGB" if variant == "3dgut" else "RGB+ED") and kwargs["near_plane"] == 0.1
         assert kwargs.get("with_ut", False) is kwargs.get("with_eval3d", False) is (variant == "3dgut")
         assert ("rasterize_mode" in kwargs) is (variant != "2dgs")
         assert kwargs.get("camera_model") == (None if variant == "2dgs" else camera_model)
