@@ -18,6 +18,11 @@ WARP_SHAPES: Tuple[str, ...] = ("auto", "blocks", "rows")
 # FrameArgs.warp_blocks of each warp shape: bit P - 1 set where the kernels of P pixels per thread use blocks
 WARP_BLOCK_BITS = {"auto": 0b01, "blocks": 0b11, "rows": 0b00}
 
+
+def warp_block_bits(warp_shape: str, tile_size: int) -> int:
+    """FrameArgs.warp_blocks of a warp shape at a tile size (blocks need tile sizes divisible by 8)."""
+    return WARP_BLOCK_BITS[warp_shape] if tile_size % 8 == 0 else 0
+
 # Calibrated on one NVIDIA H200 (132 SMs) with `gsplat-lpt calibrate` (README, "Calibrating the cost
 # model"). lambda: per-chunk overhead (partials written and composited) in Gaussian-equivalent work
 # units; beta: penalty on the longest remaining work unit (Eq. 6).

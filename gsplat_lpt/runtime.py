@@ -27,7 +27,7 @@ from . import constants, layouts
 from .compiler import (ENV_SHARED_MEMORY_LIMIT, blend_shared_bytes, compile_kernels, import_cupy,  # noqa: F401
                        kernel_dir, kernel_source, plan_kernels, shared_memory_limit)
 from .errors import LPTInputError, LPTRuntimeError
-from .config import WARP_BLOCK_BITS, LPTConfig
+from .config import LPTConfig, warp_block_bits
 
 # Partial buffers "auto" starts with (4096 chunks of 256 RGB pixels); later frames grow them to what the
 # policy asked for, up to LPTConfig.max_chunks.
@@ -286,7 +286,7 @@ class FramePlan:
 
     def warp_shape(self, schedule) -> str:
         """"blocks" or "rows": the pixels each warp of the frame's persistent kernel blended."""
-        bits = WARP_BLOCK_BITS[self.config.warp_shape] if self.intersections.tile_size % 8 == 0 else 0
+        bits = warp_block_bits(self.config.warp_shape, self.intersections.tile_size)
         pixels = schedule[constants.SCHEDULE["pixels_per_thread"]]
         blocks = (bits >> (pixels - 1)) & 1 and not schedule[constants.SCHEDULE["persistent_rows"]]
         return "blocks" if blocks else "rows"
@@ -455,7 +455,7 @@ class Rasterizer:
         f.frame_index = plan.frame_index
         f.chunk_unit_capacity = ws.chunk_units if plan.chunk_kernel else 0
         f.cull = plan.config.cull
-        f.warp_blocks = WARP_BLOCK_BITS[plan.config.warp_shape] if inter.tile_size % 8 == 0 else 0
+        f.warp_blocks = warp_block_bits(plan.config.warp_shape, inter.tile_size)
         f.finishing_kernels = 2 if plan.chunk_kernel else 1
         f.image_width, f.image_height, f.tile_size = inter.image_width, inter.image_height, inter.tile_size
         f.tile_width, f.tile_height = inter.tile_width, inter.tile_height
