@@ -204,6 +204,8 @@ def measure(name, frame, repeats, fixed_grid, policy=None):
     gsplat_blend = original("rasterize_to_pixels")
     auto = LPTConfig(mode="auto", **(policy or {}))
     configs = {"lpt": LPTConfig(mode="lpt"), "auto": auto}
+    if policy:  # auto with the calibrated constants, and with the defaults
+        configs["auto-default"] = LPTConfig(mode="auto")
     if NEW_CORE:
         configs["lpt-nocull"] = LPTConfig(mode="lpt", cull=False)
         if "pixels_per_thread" in LPTConfig.__dataclass_fields__:
@@ -245,6 +247,12 @@ def measure(name, frame, repeats, fixed_grid, policy=None):
     if NEW_CORE:
         row["plan_gpu_us_by_kernel"] = {name: kernel_us(variants["auto"], (name,)) for name in plan_kernels}
         row["plan_gpu_us_lpt"] = kernel_us(variants["lpt"], plan_kernels)
+        if os.environ.get("BENCH_PLAN_HEAD"):  # the plan's cost against the policy's search range (h <= 255)
+            small = auto.replace(max_chunked_tiles=255)
+            call = lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=small)  # noqa: E731
+            row["plan_gpu_us_h255"] = {name: kernel_us(call, (name,)) for name in plan_kernels}
+            colors, _, stats = gsplat_lpt.rasterize_to_pixels(**frame, config=small, return_stats=True)
+            row["h255"] = {"h": stats["chunked_tiles"], "k": stats["chunk_count"]}
     row["blend_gpu_us"] = {"vanilla": kernel_us(variants["vanilla"], ("rasterize_to_pixels",)),
                            "lpt": kernel_us(variants["lpt"], ("lpt_persistent_blend",))}
     if NEW_CORE:
