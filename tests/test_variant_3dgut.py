@@ -348,8 +348,10 @@ def test_lpt_kernel_computes_alphas_with_gsplats_float_dataflow(tmp_path):
     # everything the alphas depend on (ex2.approx: __expf of the response; also std::cbrt in the fisheye model)
     their_alpha, our_alpha = ptx_dataflow.ancestors(theirs, "ex2"), ptx_dataflow.ancestors(ours, "ex2")
     assert len(their_alpha) > 300  # rays of four camera models, rolling shutter, staging, response
-    only_theirs = sorted(ptx_dataflow.describe(theirs, k) for k in their_alpha - our_alpha)
-    only_ours = sorted(ptx_dataflow.describe(ours, k) for k in our_alpha - their_alpha)
+    # where the two computations first part (the operations of one kernel whose operands both kernels have)
+    only_theirs = sorted(ptx_dataflow.describe(theirs, k, 3)
+                         for k in ptx_dataflow.frontier(theirs, their_alpha - our_alpha))
+    only_ours = sorted(ptx_dataflow.describe(ours, k, 3) for k in ptx_dataflow.frontier(ours, our_alpha - their_alpha))
     assert not only_theirs and not only_ours, "\n".join(["gsplat only:", *only_theirs[:40], "ours only:", *only_ours[:40]])
 
 
