@@ -447,8 +447,8 @@ __device__ inline bool launched_with_enough_shared_memory(const FrameArgs& f) {
 // Mechanism 1: a persistent grid of K CTAs drains the LPT queue, every work item except the h chunked
 // ones, heaviest predicted cost first. Per-pixel math identical to gsplat's forward kernel.
 template <class V, unsigned CDIM, unsigned P>
-__device__ __forceinline__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Params& params,
-                                                     const typename V::Outputs& out) {
+__device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Params& params,
+                                     const typename V::Outputs& out) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     __shared__ int broadcast;
     if (!launched_with_enough_shared_memory<V>(f)) return;
@@ -509,8 +509,8 @@ __device__ __forceinline__ void lpt_persistent_blend(const FrameArgs& f, const t
 // the whole list without one); the last chunk also takes whatever lies beyond. A chunk's partials are
 // laid out per pixel slot of the CTA: value v of pixel p of thread t at [v * pixels + p * block + t].
 template <class V, unsigned CDIM, unsigned P>
-__device__ __forceinline__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& params,
-                                                  const typename V::Outputs& out) {
+__device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& params,
+                                  const typename V::Outputs& out) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     __shared__ int broadcast;
     __shared__ int last_arrival;
@@ -645,11 +645,7 @@ struct ResidentThreads<V, P, decltype((void)V::kResidentThreads)> {
 // extern "C" symbols (lpt_persistent_blend_<SUFFIX>_<CDIM>_<MAX_THREADS>_<PIXELS>, depth_chunk_blend_...):
 // the runtime appends one line LPT_EXPORT_KERNELS(...) per instantiation it needs, which works for NVRTC
 // and nvcc alike. MAX_THREADS bounds the registers so that ResidentThreads / MAX_THREADS CTAs fit on an SM
-// for up to 4 channels. The bodies are force-inlined: nvcc then optimizes a variant's per-pixel code in the
-// __global__ function, on its by-value parameters, as gsplat's kernels are built. Which product of a * b +
-// c * d it fuses depends on the function being optimized: 3DGUT's bodies, too big to be inlined otherwise,
-// pair gsplat's camera code as gsplat's kernel does only so (tests/test_variant_3dgut.py, the persistent
-// kernel). 3DGS and 2DGS compile to the same code either way (nvcc inlines their bodies anyway).
+// for up to 4 channels.
 #define LPT_EXPORT_KERNELS(SUFFIX, VARIANT, CDIM, MAX_THREADS, PIXELS)                                        \
     extern "C" __global__ void __launch_bounds__(                                                             \
         MAX_THREADS, (CDIM) <= 4 ? lpt::ResidentThreads<VARIANT, PIXELS>::value / (MAX_THREADS) : 1)          \
