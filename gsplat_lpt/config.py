@@ -23,11 +23,11 @@ def warp_block_bits(warp_shape: str, tile_size: int) -> int:
     """FrameArgs.warp_blocks of a warp shape at a tile size (blocks need tile sizes divisible by 8)."""
     return WARP_BLOCK_BITS[warp_shape] if tile_size % 8 == 0 else 0
 
-# Calibrated on one NVIDIA H200 (132 SMs) with `gsplat-lpt calibrate` (README, "Calibrating the cost
-# model"). lambda: per-chunk overhead (partials written and composited) in Gaussian-equivalent work
-# units; beta: penalty on the longest remaining work unit (Eq. 6).
+# Calibrated on one NVIDIA H200 (132 SMs) with `gsplat-lpt calibrate --scene ladder` (README, "Calibration"):
+# lambda, per-chunk overhead (partials written and composited) in Gaussian-equivalent work units; beta,
+# penalty on the longest remaining work unit (Eq. 6), with N_total the predicted work (saturation feedback).
 DEFAULT_OVERHEAD_LAMBDA = 512.0
-DEFAULT_IMBALANCE_BETA = 0.25
+DEFAULT_IMBALANCE_BETA = 0.1
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class LPTConfig:
     imbalance_beta: float = DEFAULT_IMBALANCE_BETA  # beta in Eq. (6)
     min_gain: float = 0.10  # epsilon: chunk only if the model predicts at least this relative gain
     chunk_counts: Tuple[int, ...] = (2, 4, 8, 16, 32, 64)  # candidate k for "auto"
-    max_chunked_tiles: int = 1024  # upper bound on h searched by "auto"
+    max_chunked_tiles: int = 255  # upper bound on h searched by "auto" (the plan sorts about that many items exactly)
     max_chunks: int = 4096  # upper bound on h * k: the partial buffers never hold more chunks
     co_execute: bool = True  # run the chunk kernel on a side stream beside the LPT kernel
     saturation_feedback: bool = True  # predict an item's cost from where it stopped in the frame before

@@ -158,8 +158,8 @@ class HostPlan:
     lpt_order: Tensor  # [num_items] int64
     head: int
     nonempty: int
-    total_workload: int  # N_total: list lengths
-    total_cost: int  # sum of predicted costs
+    total_workload: int  # sum of list lengths
+    total_cost: int  # N_total of Eq. (6): sum of predicted costs (= total_workload without saturation feedback)
     choice: ChunkingChoice
     error: bool  # invalid offsets: the GPU renders NaN and chunks nothing
 
@@ -184,16 +184,16 @@ def plan_schedule(isect_offsets: Tensor, n_isects: int, concurrent_ctas: int, co
     total_workload = int(workloads.to(torch.int64).sum())
     K = concurrent_ctas
     n1 = float(sorted_costs[0]) if sorted_costs.numel() else 0.0
-    # Eq. (6)'s N_total is the sum of list lengths; saturation feedback lowers single items' costs only
-    lpt_cost = float(modelled_cost(float(total_workload), n1, torch.zeros(1, dtype=torch.float64), torch.zeros(1), 1, K,
+    # Eq. (6)'s N_total is the sum of predicted costs (list lengths, lowered by saturation feedback)
+    lpt_cost = float(modelled_cost(float(total_cost), n1, torch.zeros(1, dtype=torch.float64), torch.zeros(1), 1, K,
                                    config.overhead_lambda, config.imbalance_beta)[0])
     if error or mode == "lpt":
         choice = ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
     elif mode == "auto":
-        if float(total_workload) / K > (1.0 - config.min_gain) * lpt_cost:  # nothing can be worth it (GPU skips)
+        if float(total_cost) / K > (1.0 - config.min_gain) * lpt_cost:  # nothing can be worth it (GPU skips)
             choice = ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
         else:
-            choice = choose_chunking(sorted_costs[: head + 1], float(total_workload), K, config, head=head,
+            choice = choose_chunking(sorted_costs[: head + 1], float(total_cost), K, config, head=head,
                                      nonempty=nonempty, capacity=capacity)
     else:  # "chunk" / "fixed": h and k given
         h = nonempty if mode == "chunk" else min(nonempty, math.ceil(config.heavy_ratio * nonempty))
@@ -206,7 +206,7 @@ def plan_schedule(isect_offsets: Tensor, n_isects: int, concurrent_ctas: int, co
         if h == 0:
             k = 1
         next_cost = torch.tensor([float(sorted_costs[h]) if h < nonempty else 0.0], dtype=torch.float64)
-        cost = float(modelled_cost(float(total_workload), n1, next_cost, torch.tensor([h]), k, K,
+        cost = float(modelled_cost(float(total_cost), n1, next_cost, torch.tensor([h]), k, K,
                                    config.overhead_lambda, config.imbalance_beta)[0]) if h else lpt_cost
         choice = ChunkingChoice(h, k, cost, lpt_cost, wanted)
     return HostPlan(costs, sorted_costs, order, head, nonempty, total_workload, total_cost, choice, error)

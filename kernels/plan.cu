@@ -392,9 +392,10 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
 
     const int nonempty = p.schedule[LPT_WORD_NONEMPTY_ITEMS];
     const bool invalid = (p.schedule[LPT_WORD_ERROR] & LPT_ERROR_OFFSETS) != 0;
-    // Eq. (6)'s N_total stays the sum of list lengths (the unit lambda and beta are calibrated in); saturation
-    // feedback lowers the costs of single items (the LPT order, N_1 and N_{h+1}), not the frame's average.
-    const double total = (double)__ldcg(p.total + 0);
+    // Eq. (6)'s N_total is the sum of the predicted costs: with saturation feedback, an item that stopped early
+    // in the frame before counts its stop depth there too, as in N_1, N_{h+1} and the LPT order (and as
+    // `gsplat-lpt calibrate` fits lambda and beta); without it, the sum of list lengths.
+    const double total = (double)__ldcg(p.total + 1);
     const double n1 = (double)p.schedule[LPT_WORD_MAX_COST];
     // Eq. (6) never drops below N_total / K: when that alone is within min_gain of LPT-only, no (h, k) can
     // be worth it, and the auto policy needs neither the exact head nor the search (a balanced frame).

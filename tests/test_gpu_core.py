@@ -71,18 +71,18 @@ def test_plan_kernels_match_the_torch_oracle(seed):
             assert schedule[constants.SCHEDULE["wanted_chunk_units"]] == oracle.choice.wanted_chunk_units
             assert report["predicted_cost"] == oracle.choice.predicted_cost  # same float64 operations
             K = rasterizer.concurrent_ctas
-            hopeless = oracle.total_workload / K > (1 - mode_config.min_gain) * oracle.choice.predicted_cost_lpt
+            hopeless = oracle.total_cost / K > (1 - mode_config.min_gain) * oracle.choice.predicted_cost_lpt
             if not hopeless:  # the policy searched: the head is sorted exactly
                 head = oracle.head
                 assert torch.equal(ws.lpt_order[:head].cpu().long(), oracle.lpt_order[:head])
         assert report["predicted_cost_lpt"] == pytest.approx(oracle.choice.predicted_cost_lpt, rel=1e-12)
         # what the next frames run with: two pixels per thread where nothing is chunked and every item is light
         light = report["chunked_tiles"] == 0 and (oracle.max_cost * rasterizer.concurrent_ctas
-                                                  <= constants.TWO_PIXEL_MAX_IMBALANCE * oracle.total_workload)
+                                                  <= constants.TWO_PIXEL_MAX_IMBALANCE * oracle.total_cost)
         assert report["pixels_wanted"] == (2 if light else 1)
         # warps of rows in the persistent kernel where nothing is chunked and the longest item decides the frame
         latency_bound = report["chunked_tiles"] == 0 and (oracle.max_cost * rasterizer.concurrent_ctas
-                                                          > constants.ROWS_MIN_IMBALANCE * oracle.total_workload)
+                                                          > constants.ROWS_MIN_IMBALANCE * oracle.total_cost)
         assert schedule[constants.SCHEDULE["persistent_rows"]] == int(latency_bound)
         # the default warp shape gives one pixel per thread blocks where the tile size allows them
         assert report["warp_shape"] == ("blocks" if inter.tile_size % 8 == 0 and not latency_bound else "rows")

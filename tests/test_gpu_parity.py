@@ -377,7 +377,8 @@ def test_pixels_per_thread_follow_the_plan(mode):
         for call in range(2):
             colors, alphas, last_ids, plan = ours_forward(frame, LPTConfig(mode=mode))
             report = plan.report()  # waits for this frame: the next call reads what it asked for
-            light = report["max_workload"] * report["concurrent_ctas"] <= TWO_PIXEL_MAX_IMBALANCE * report["total_workload"]
+            light = (report["max_workload"] * report["concurrent_ctas"]
+                     <= TWO_PIXEL_MAX_IMBALANCE * report["predicted_total_cost"])
             assert report["pixels_wanted"] == (2 if light and report["chunked_tiles"] == 0 else 1)
             if call == 1:  # follows what the frame before (the same frame) asked for
                 assert report["pixels_per_thread"] == report["pixels_wanted"]

@@ -174,6 +174,10 @@ def test_plan_schedule_with_saturation_feedback_orders_by_predicted_cost():
     depth = torch.tensor([50, 600, 10, 10], dtype=torch.int32)  # the first tile saturated early last frame
     plan = plan_schedule(offsets, n, 4, LPTConfig(mode="lpt"), previous_depth=depth)
     assert plan.lpt_order.tolist()[:2] == [1, 0] and plan.total_cost == 670 and plan.total_workload == n
+    # Eq. (6)'s N_total is the predicted work too: on one CTA, T(0) = max(670 / 1, 600) + beta 600
+    config = LPTConfig(mode="lpt", imbalance_beta=0.5)
+    one_cta = plan_schedule(offsets, n, 1, config, previous_depth=depth)
+    assert one_cta.choice.predicted_cost_lpt == 670 + 0.5 * 600
 
 
 def test_invalid_offsets_are_flagged_and_never_chunked():
