@@ -35,6 +35,11 @@ class FrameMeasurements:
     concurrent_ctas: int
     lpt_ms: float
     schedule_ms: Dict[Tuple[int, int], float] = field(default_factory=dict)  # (h, k) -> ms
+    # what "auto" with the constants of the run chose at run time (its own plan, after the same warm-up
+    # frames), and its time among the schedules: where it differs from policy_choice on sorted_head, the
+    # run-time plan saw other costs than this snapshot
+    auto_choice: Optional[Tuple[int, int]] = None
+    auto_ms: Optional[float] = None
 
     def best_ms(self) -> float:
         return min([self.lpt_ms, *self.schedule_ms.values()])
@@ -106,16 +111,19 @@ def measure_frame(name: str, frame, repeats: int = 11, max_height: int = 512) ->
     nonempty = int((costs > 0).sum())
     heights = candidate_heights(nonempty, max_height)
     head = costs[: (heights[-1] if heights else 0) + 1].tolist()
-    variants = {"lpt": lambda: frame.blend("lpt", LPTConfig(mode="lpt"))}
+    variants = {"lpt": lambda: frame.blend("lpt", LPTConfig(mode="lpt")),
+                "auto": lambda: frame.blend("auto", LPTConfig(mode="auto"))}
     for h, k in itertools.product(heights, CHUNK_COUNTS):
         # "fixed" takes ceil(rho * non-empty tiles): this rho gives exactly h
         config = LPTConfig(mode="fixed", heavy_ratio=(h - 0.5) / nonempty, chunk_count=k)
         variants[f"{h},{k}"] = (lambda c=config: frame.blend("fixed", c))
     times = time_interleaved(variants, repeats=repeats)
+    report = frame.blend_with_stats("auto", LPTConfig(mode="auto"))[-1]
     return FrameMeasurements(
         name=name, sorted_head=head, total=int(costs.to(torch.int64).sum()), concurrent_ctas=K,
         lpt_ms=median_ms(times["lpt"]),
         schedule_ms={(h, k): median_ms(times[f"{h},{k}"]) for h, k in itertools.product(heights, CHUNK_COUNTS)},
+        auto_choice=(int(report["chunked_tiles"]), int(report["chunk_count"])), auto_ms=median_ms(times["auto"]),
     )
 
 

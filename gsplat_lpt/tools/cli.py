@@ -450,8 +450,9 @@ def _calibrate(args: Calibrate, names: Sequence[str], console) -> int:
         choice = calibrate.policy_choice(m, result["overhead_lambda"], result["imbalance_beta"])
         chosen = m.lpt_ms if choice is None else m.schedule_ms[choice]
         best = min(m.schedule_ms, key=m.schedule_ms.get)
+        at_run_time = "" if m.auto_ms is None else f", auto at run time {m.auto_choice} {m.auto_ms:.3f} ms"
         console.print(f"  {m.name:>14}: lpt {m.lpt_ms:.3f} ms, best {best} {m.schedule_ms[best]:.3f} ms, "
-                      f"policy {choice or '(0, 1)'} {chosen:.3f} ms")
+                      f"policy {choice or '(0, 1)'} {chosen:.3f} ms{at_run_time}")
     console.print(f"LPTConfig(overhead_lambda={result['overhead_lambda']}, imbalance_beta={result['imbalance_beta']})"
                   f"  # policy within {100 * (result['mean_slowdown_vs_best'] - 1):.1f}% of the best measured schedule"
                   f" (geometric mean over {len(measurements)} frames); wrote {Path(args.out) / 'calibration.json'}")
