@@ -111,11 +111,14 @@ def test_host_twins_list_the_kernel_fields_in_order(struct, twin):
     assert _cpp_fields(struct) == [name for name, _ in twin._fields_]
 
 
-def test_compiled_like_gsplat(monkeypatch):
+@pytest.mark.parametrize("name", ["rasterize_to_pixels", "rasterize_to_pixels_2dgs"])
+def test_compiled_like_gsplat(monkeypatch, name):
+    from gsplat_lpt.variants import VARIANTS
+
     monkeypatch.delenv("NO_FAST_MATH", raising=False)
-    assert surfel2d.compile_options() == ("--use_fast_math",)
+    assert VARIANTS[name].compile_options() == ("--use_fast_math",)
     monkeypatch.setenv("NO_FAST_MATH", "1")
-    assert surfel2d.compile_options() == ()
+    assert VARIANTS[name].compile_options() == ()
 
 
 # ---------------------------------------------------------------------------------------------- padding

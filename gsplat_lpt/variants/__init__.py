@@ -10,6 +10,8 @@ depth chunks. `VARIANTS` maps gsplat's rasterize function names to the records.
 from __future__ import annotations
 
 import ctypes
+import functools
+import os
 from dataclasses import dataclass
 from typing import Callable, Dict, Tuple, Type
 
@@ -39,7 +41,7 @@ class Variant:
     compile_options: Callable[[], Tuple[str, ...]] = tuple  # extra compiler options (include folders, ...)
     pixels_per_thread: int = 1  # 2: it also has a persistent kernel of two vertically adjacent pixels per thread
 
-    @property
+    @functools.cached_property  # (read on every call)
     def chunks_compose(self) -> bool:
         """Whether every output the caller sees composes across depth chunks (else the front end never
         chunks the variant's frames)."""
@@ -63,6 +65,14 @@ class Variant:
     def extra_checks(self) -> str:
         return (f'static_assert(sizeof({self.traits}::Staged) == {self.staged_bytes}, '
                 f'"{self.traits}::Staged: size differs from the Variant record (gsplat_lpt)");\n')
+
+
+def fast_math_options() -> Tuple[str, ...]:
+    """gsplat compiles its kernels with -use_fast_math unless NO_FAST_MATH=1 (gsplat.cuda._backend): __expf and
+    every float operation then flush denormals to zero, and divisions and square roots are approximate. A
+    variant compiled the same way computes the same floats as gsplat's kernel, and the shorter exp2 sequence
+    (no denormal range fix-up) is cheaper in the per-pixel loop."""
+    return () if os.getenv("NO_FAST_MATH", "0") == "1" else ("--use_fast_math",)
 
 
 VARIANTS: Dict[str, Variant] = {}  # gsplat function name -> record

@@ -18,7 +18,7 @@ from ..errors import LPTInputError
 from ..frontend import require_shape, require_tensor
 from ..layouts import Pointer
 from ..runtime import FramePlan
-from . import OutputSpec, Variant, register
+from . import OutputSpec, Variant, fast_math_options, register
 
 
 class Params3DGS(ctypes.Structure):
@@ -237,5 +237,6 @@ VARIANT = register(Variant(
     outputs=(OutputSpec("render_colors", True), OutputSpec("render_alphas", True),
              OutputSpec("last_ids", False, backward_only=True)),
     rasterize=rasterize_with_plan,
+    compile_options=fast_math_options,
     pixels_per_thread=2,
 ))

@@ -14,7 +14,6 @@ included); frames that need gradients are never chunked.
 from __future__ import annotations
 
 import ctypes
-import os
 from typing import Optional, Tuple
 
 import torch
@@ -26,7 +25,7 @@ from ..errors import LPTInputError
 from ..frontend import require_shape, require_tensor
 from ..layouts import Pointer
 from ..runtime import FramePlan
-from . import OutputSpec, Variant, register
+from . import OutputSpec, Variant, fast_math_options, register
 
 # Channel counts gsplat's 2DGS wrapper renders without padding; the others are padded up to the next power
 # of two with the padding inserted before the last (depth) channel (gsplat's `rasterize_to_pixels_2dgs`).
@@ -47,12 +46,6 @@ class Outputs2DGS(ctypes.Structure):
     _fields_ = [("render_colors", Pointer), ("render_alphas", Pointer), ("last_ids", Pointer),
                 ("render_normals", Pointer), ("render_distort", Pointer), ("render_median", Pointer),
                 ("median_ids", Pointer)]
-
-
-def compile_options() -> Tuple[str, ...]:
-    """gsplat compiles its kernels with -use_fast_math unless NO_FAST_MATH=1 (gsplat.cuda._backend): the
-    ray-splat division is then an approximate one. Ours is compiled the same way, so both agree bit for bit."""
-    return () if os.getenv("NO_FAST_MATH", "0") == "1" else ("--use_fast_math",)
 
 
 def check_channels(channels: int) -> None:
@@ -258,5 +251,5 @@ VARIANT = register(Variant(
              OutputSpec("render_distort", True), OutputSpec("render_median", True),
              OutputSpec("last_ids", False, backward_only=True), OutputSpec("median_ids", True, backward_only=True)),
     rasterize=rasterize_with_plan,
-    compile_options=compile_options,
+    compile_options=fast_math_options,  # the ray-splat division is then gsplat's approximate one
 ))
