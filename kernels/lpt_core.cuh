@@ -338,12 +338,18 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
         for (unsigned p = 0; p < P; ++p) done = done && pixel[p].done;
         return done;
     };
-    auto step = [&](int t) {
-        const int2 entry = batch.entries[t];
-        const typename V::Staged& staged = batch.staged[t];
+    auto step_pixels = [&](const typename V::Staged& staged, int2 entry) {
 #pragma unroll
         for (unsigned p = 0; p < P; ++p)
             if (!pixel[p].done) pixel[p].step(params, staged, entry.x, pixel_ctx[p], (unsigned)entry.y);
+    };
+    auto step = [&](int t) {
+        if constexpr (P > 1) {  // one copy in registers for the P pixels (each would load it from shared memory)
+            const typename V::Staged staged = batch.staged[t];
+            step_pixels(staged, batch.entries[t]);
+        } else {  // (one pixel: a copy changes nothing but how the compiler may schedule the evaluation)
+            step_pixels(batch.staged[t], batch.entries[t]);
+        }
     };
 
     for (int batch_start = range_start; batch_start < range_end; batch_start += batch_capacity) {
