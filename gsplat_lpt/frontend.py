@@ -142,7 +142,12 @@ def intersections(isect_offsets: Any, flatten_ids: Any, masks: Any, image_width:
 
 
 def needs_grad(*tensors: Optional[Tensor]) -> bool:
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    if not torch.is_grad_enabled():
+        return False
+    for t in tensors:  # (a loop: a generator costs a few us on every call)
+        if t is not None and t.requires_grad:
+            return True
+    return False
 
 
 def chunking_rule(variant, config: LPTConfig, grad: bool) -> Tuple[bool, Optional[str]]:

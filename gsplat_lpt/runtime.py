@@ -57,6 +57,18 @@ def current_stream_handle(device_index: int) -> int:
     return torch.cuda.current_stream(device_index).cuda_stream
 
 
+_cuda_runtime = None
+
+
+def _raw_event(device_index: int) -> int:
+    """A cudaEvent_t without timing (cheapest to record and wait on), kept for the process's life."""
+    global _cuda_runtime
+    cupy = import_cupy()
+    _cuda_runtime = cupy.cuda.runtime
+    with cupy.cuda.Device(device_index):
+        return int(_cuda_runtime.eventCreateWithFlags(_cuda_runtime.eventDisableTiming))
+
+
 def _pointers(*structs: ctypes.Structure) -> ctypes.Array:
     """kernelParams of a launch: the address of each struct argument."""
     return (ctypes.c_void_p * len(structs))(*[ctypes.addressof(s) for s in structs])
@@ -336,8 +348,10 @@ class Rasterizer:
             self._persistent_two = self.persistent_two.kernel.ptr
         self.slot_floats = variant.partial_floats(channels) + 1
         self.side_stream = torch.cuda.Stream(device=self.device)
-        self._fork = torch.cuda.Event()  # reused: the chunk kernel waits for the plan ...
-        self._join = torch.cuda.Event()  # ... and the current stream for the chunk kernel
+        self._side = self.side_stream.cuda_stream
+        # reused events, as raw handles (a torch Event's record and wait cost several us of Python each):
+        # the chunk kernel waits for the plan (fork), and the current stream for the chunk kernel (join)
+        self._fork, self._join = _raw_event(device_index), _raw_event(device_index)
         self._workspaces: Dict[int, Workspace] = {}
         self.frame_counter = 0
 
@@ -434,8 +448,6 @@ class Rasterizer:
                          chunk_kernel=capacity > 0, chunking_disabled_reason=chunking_disabled_reason)
         plan.uses_feedback = feedback
         plan.stream_handle = handle
-        if (capacity > 0 and config.co_execute) or config.check_inputs:  # events and waits need the Stream
-            plan._stream = torch.cuda.current_stream(self.device)
         return plan
 
     def run(self, plan: FramePlan, params: ctypes.Structure, outputs: ctypes.Structure) -> None:
@@ -446,8 +458,7 @@ class Rasterizer:
         if plan.frame_index != ws.planned_frame:
             raise RuntimeError("this FramePlan is stale: the rasterizer has planned another frame since")
         inter = plan.intersections
-        main = plan.stream if plan.chunk_kernel or plan.config.check_inputs else None
-        main_handle = plan.stream_handle
+        main = plan.stream_handle
         f = ws.frame_args
         f.tile_offsets, f.flatten_ids = _address(inter.isect_offsets), _address(inter.flatten_ids)
         f.masks = _address(inter.masks)
@@ -465,25 +476,25 @@ class Rasterizer:
         if plan.chunk_kernel:
             # The side stream joins back into the current stream below, before anything else runs there,
             # so tensors allocated on the current stream need no record_stream.
-            side = self.side_stream if plan.config.co_execute else main
-            if side is not main:
-                self._fork.record(main)  # the plan and the inputs are ready
-                side.wait_event(self._fork)
+            side = self._side if plan.config.co_execute else main
+            if side != main:
+                _cuda_runtime.eventRecord(self._fork, main)  # the plan and the inputs are ready
+                _cuda_runtime.streamWaitEvent(side, self._fork, 0)
             grid = min(self.concurrent_ctas, ws.chunk_units)
             # launched first: its CTAs (the heaviest items' chunks) are resident before the LPT kernel's
-            _launch(self._chunk, grid, self.block, self.shared_bytes, side.cuda_stream, arguments)
+            _launch(self._chunk, grid, self.block, self.shared_bytes, side, arguments)
         if ws.plan_args.two_pixels == 2:
             _launch(self._persistent_two, min(self.concurrent_ctas_two, inter.num_items), self.block // 2,
-                    self.shared_bytes, main_handle, arguments)
+                    self.shared_bytes, main, arguments)
         else:
             _launch(self._persistent, min(self.concurrent_ctas, inter.num_items), self.block, self.shared_bytes,
-                    main_handle, arguments)
-        if plan.chunk_kernel and side is not main:
-            self._join.record(side)
-            main.wait_event(self._join)
+                    main, arguments)
+        if plan.chunk_kernel and side != main:
+            _cuda_runtime.eventRecord(self._join, side)
+            _cuda_runtime.streamWaitEvent(main, self._join, 0)
         ws.history = inter.history_key()
         if plan.config.check_inputs:
-            main.synchronize()
+            plan.stream.synchronize()
             ws.seen_frame = max(ws.seen_frame, plan.frame_index)  # reported here, not again by the next call
             error = describe_errors(int(ws.schedule[constants.SCHEDULE["error"]]), "this call")
             if error is not None:
