@@ -198,7 +198,7 @@ def culled_share(frame, warp_shape="rows") -> float:
     return dropped / (4 * n)
 
 
-def measure(name, frame, repeats, fixed_grid, policy=None):
+def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=()):
     from gsplat_lpt.hook import original
 
     gsplat_blend = original("rasterize_to_pixels")
@@ -220,6 +220,8 @@ def measure(name, frame, repeats, fixed_grid, policy=None):
         for rho in (0.001, 0.005, 0.02, 0.05):
             for k in grid_k:
                 configs[f"fixed({rho},{k})"] = LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
+    for lam, beta in policy_grid:  # auto with other constants of Eq. (6): the policy's sensitivity to them
+        configs[f"auto(l={lam:g},b={beta:g})"] = auto.replace(overhead_lambda=lam, imbalance_beta=beta)
     variants = {"vanilla": lambda: gsplat_blend(**frame)}
     for label, config in configs.items():
         variants[label] = (lambda c=config: gsplat_lpt.rasterize_to_pixels(**frame, config=c))
@@ -302,6 +304,8 @@ def main() -> None:
                                                          "rig", "foliage", "mixed"])
     parser.add_argument("--real", nargs="*", default=["bonsai", "garden"])
     parser.add_argument("--fixed-grid", action="store_true")
+    parser.add_argument("--policy-grid", nargs="*", default=[], metavar="LAMBDA:BETA",
+                        help="also time auto with these (overhead_lambda, imbalance_beta) pairs")
     parser.add_argument("--calibration", type=Path, help="calibration.json of `gsplat-lpt calibrate`: auto uses its fit")
     parser.add_argument("--plot", nargs="+", type=Path, metavar=("JSON", "BEFORE_JSON"),
                         help="only draw speedup_vs_imbalance.png from a result file (and an earlier one) into --out")
@@ -322,7 +326,8 @@ def main() -> None:
     frames += [{"bonsai": bonsai_frame, "garden": garden_frame}[name]() for name in args.real]
     rows = []
     for name, frame in frames:
-        row = measure(name, frame, args.repeats, args.fixed_grid, policy)
+        grid = [tuple(float(x) for x in pair.split(":")) for pair in args.policy_grid]
+        row = measure(name, frame, args.repeats, args.fixed_grid, policy, grid)
         rows.append(row)
         print(json.dumps(row), flush=True)
     (args.out / f"bench_{args.tag}.json").write_text(json.dumps(rows, indent=1))
@@ -341,12 +346,23 @@ def main() -> None:
     for r in rows:
         v = r["vanilla_ms"]
         modes = " ".join(f"{label}={v / m['ms']:.2f}({m['psnr']:.0f})" for label, m in r["modes"].items()
-                         if not label.startswith("fixed"))
+                         if not label.startswith(("fixed", "auto(")))
         kernel = r["blend_gpu_us"]
         split = "/".join(f"{us:.1f}" for us in r.get("plan_gpu_us_by_kernel", {}).values())
         print(f"[{args.tag}] {r['frame'][:18]:<18} {modes} k={kernel['vanilla']:.0f}/{kernel['lpt']:.0f} "
               f"cull={r.get('culled_share', float('nan')):.2f}/{r.get('culled_share_blocks', float('nan')):.2f} "
               f"plan auto {split} lpt {r.get('plan_gpu_us_lpt', float('nan')):.1f}")
+
+
+    if args.policy_grid:  # each policy against the best fixed schedule of every frame that has the grid
+        graded = [r for r in rows if "best_fixed" in r]
+        print(f"\n[{args.tag}] auto / best fixed (ms ratio) per frame; worst and mean last")
+        labels = ["auto"] + [label for label in rows[0]["modes"] if label.startswith("auto(")]
+        for label in labels:
+            ratios = [r["modes"][label]["ms"] / r["best_fixed"]["ms"] for r in graded]
+            picks = " ".join(f"{r['frame'].replace('ladder:', '')[:8]}={q:.2f}({r['modes'][label]['h']},{r['modes'][label]['k']})"
+                             for r, q in zip(graded, ratios))
+            print(f"[{args.tag}] {label:<22} {picks} worst={max(ratios):.3f} mean={statistics.mean(ratios):.3f}")
 
 
 if __name__ == "__main__":
