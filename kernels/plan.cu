@@ -172,6 +172,42 @@ __device__ inline double modelled_cost(const PlanArgs& p, double total, double n
     return __dadd_rn(fmax(average, longest), __dmul_rn(p.imbalance_beta, longest));
 }
 
+// The forced modes' (h, k): every non-empty item (chunk) or the heaviest ceil(rho n) (fixed), k given; h k
+// bounded by the partial buffers (wanted: h k before that bound).
+struct Forced {
+    int h, k, wanted;
+};
+
+__device__ inline Forced forced_choice(const PlanArgs& p, int nonempty) {
+    int h = p.mode == LPT_MODE_CHUNK ? nonempty : min(nonempty, (int)ceil(p.heavy_ratio * nonempty));
+    int k = p.forced_chunk_count;
+    if (h <= 0 || k < 2) {
+        h = 0;
+        k = 1;
+    }
+    const int wanted = h * k;
+    if ((long long)h * k > p.chunk_unit_capacity) h = p.chunk_unit_capacity / k;
+    return Forced{h, h > 0 ? k : 1, wanted};
+}
+
+// The schedule words of the chosen (h, k), by one thread.
+__device__ inline void finish_schedule(const PlanArgs& p, int h, int k, int wanted, double total, double n1,
+                                       double lpt_cost) {
+    // what later frames of this size should run with: two pixels per thread where nothing is chunked and
+    // every item is light against the frame's mean work per CTA
+    const bool light = h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) <= __dmul_rn(LPT_TWO_PIXEL_MAX_IMBALANCE, total);
+    p.schedule[LPT_WORD_PIXELS_WANTED] = p.two_pixels != 0 && light ? 2 : 1;
+    p.schedule[LPT_WORD_PIXELS_PER_THREAD] = p.two_pixels == 2 ? 2 : 1;
+    // the frame lasts as long as its longest item: the persistent kernel's warps take rows of the tile
+    p.schedule[LPT_WORD_PERSISTENT_ROWS] =
+        h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) > __dmul_rn(LPT_ROWS_MIN_IMBALANCE, total);
+    p.schedule[LPT_WORD_PLAN_MODE] = p.mode;
+    p.schedule[LPT_WORD_CHUNKED_TILES] = h;
+    p.schedule[LPT_WORD_CHUNK_COUNT] = k;
+    p.schedule[LPT_WORD_WANTED_CHUNK_UNITS] = wanted;
+    p.predicted[1] = lpt_cost;
+}
+
 // The policy, run by the last CTA of plan_order. head_costs(i) is exact for i < head.
 __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* head_keys, int head, int nonempty,
                                 double total, double n1, bool invalid) {
@@ -210,17 +246,11 @@ __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* hea
         }
     } else if ((p.mode == LPT_MODE_CHUNK || p.mode == LPT_MODE_FIXED) && !invalid) {
         if (threadIdx.x == 0) {
-            int h = p.mode == LPT_MODE_CHUNK ? nonempty : min(nonempty, (int)ceil(p.heavy_ratio * nonempty));
-            int k = p.forced_chunk_count;
-            if (h <= 0 || k < 2) {
-                h = 0;
-                k = 1;
-            }
-            chosen[2] = h * k;
-            if ((long long)h * k > p.chunk_unit_capacity) h = p.chunk_unit_capacity / k;
-            chosen[0] = h;
-            chosen[1] = h > 0 ? k : 1;
-            p.predicted[0] = h > 0 ? modelled_cost(p, total, n1, next_cost(h), h, k) : lpt_cost;
+            const Forced forced = forced_choice(p, nonempty);
+            chosen[0] = forced.h;
+            chosen[1] = forced.k;
+            chosen[2] = forced.wanted;
+            p.predicted[0] = forced.h > 0 ? modelled_cost(p, total, n1, next_cost(forced.h), forced.h, forced.k) : lpt_cost;
         }
     } else if (threadIdx.x == 0) {  // LPT only (also every frame whose offsets are invalid)
         chosen[0] = 0;
@@ -234,21 +264,7 @@ __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* hea
         p.saturation_flags[i] = k;
         p.chunk_depth[i] = 0x7fffffff;
     }
-    if (threadIdx.x == 0) {
-        // what later frames of this size should run with: two pixels per thread where nothing is chunked and
-        // every item is light against the frame's mean work per CTA
-        const bool light = h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) <= __dmul_rn(LPT_TWO_PIXEL_MAX_IMBALANCE, total);
-        p.schedule[LPT_WORD_PIXELS_WANTED] = p.two_pixels != 0 && light ? 2 : 1;
-        p.schedule[LPT_WORD_PIXELS_PER_THREAD] = p.two_pixels == 2 ? 2 : 1;
-        // the frame lasts as long as its longest item: the persistent kernel's warps take rows of the tile
-        p.schedule[LPT_WORD_PERSISTENT_ROWS] =
-            h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) > __dmul_rn(LPT_ROWS_MIN_IMBALANCE, total);
-        p.schedule[LPT_WORD_PLAN_MODE] = p.mode;
-        p.schedule[LPT_WORD_CHUNKED_TILES] = h;
-        p.schedule[LPT_WORD_CHUNK_COUNT] = k;
-        p.schedule[LPT_WORD_WANTED_CHUNK_UNITS] = chosen[2];
-        p.predicted[1] = lpt_cost;
-    }
+    if (threadIdx.x == 0) finish_schedule(p, h, k, chosen[2], total, n1, lpt_cost);
 }
 
 }  // namespace lpt
@@ -422,3 +438,4 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
     lpt::choose_schedule(p, keys, head, nonempty, total, n1, invalid || hopeless);
     if (threadIdx.x == 0) p.schedule[LPT_WORD_PLAN_ARRIVALS] = 0;
 }
+
