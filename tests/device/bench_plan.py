@@ -11,7 +11,6 @@ cost, the exactly sorted head). About 20 s on an H200; the table comes last.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -67,9 +66,10 @@ def kernel_us(fn, calls: int) -> dict:
         torch.cuda.synchronize()
     times = {}
     for event in prof.key_averages():
-        if event.key in PLAN_KERNELS:
+        name = event.key.split("(")[0].strip()
+        if name in PLAN_KERNELS:
             total = event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
-            times[event.key] = total / calls
+            times[name] = times.get(name, 0.0) + total / calls
     return times
 
 
