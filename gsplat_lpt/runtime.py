@@ -3,7 +3,7 @@
 One `Rasterizer` per (device, variant, channel count, tile size) owns the compiled kernels, K, the side
 stream and a `Workspace` per CUDA stream, reused across frames:
 
-    plan = rasterizer.plan(intersections, config)     # two small kernels; nothing waits for the GPU
+    plan = rasterizer.plan(intersections, config)     # one or two small kernels; nothing waits for the GPU
     rasterizer.run(plan, params, outputs)             # chunk kernel (side stream) beside the LPT kernel
 
 Kernels are CuPy RawModules over kernels/*.cu (gsplat_lpt.compiler), compiled once per (source, channel
@@ -67,6 +67,16 @@ def _raw_event(device_index: int) -> int:
     _cuda_runtime = cupy.cuda.runtime
     with cupy.cuda.Device(device_index):
         return int(_cuda_runtime.eventCreateWithFlags(_cuda_runtime.eventDisableTiming))
+
+
+_REQUIRED_CLUSTER_WIDTH = 11  # CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH
+
+
+def _cluster_width(kernel) -> int:
+    """The CTAs per cluster a compiled kernel was built for (its __cluster_dims__; 0 without)."""
+    from cupy_backends.cuda.api import driver
+
+    return int(driver.funcGetAttribute(_REQUIRED_CLUSTER_WIDTH, kernel.kernel.ptr))
 
 
 def _pointers(*structs: ctypes.Structure) -> ctypes.Array:
@@ -329,8 +339,14 @@ class Rasterizer:
                                   device_index, variant.compile_backend, variant.compile_options())
         self.persistent, self.chunk = kernels[:2]
         self.persistent_two = kernels[2] if self.two_pixels else None
-        self.plan_costs, self.plan_order = plan_kernels(device_index)
+        self.plan_costs, self.plan_order, cluster, wide = plan_kernels(device_index)
         self._plan_costs, self._plan_order = self.plan_costs.kernel.ptr, self.plan_order.kernel.ptr
+        # the one-launch plan: (largest frame in items, kernel), narrowest build first; none without clusters (or
+        # should a build not carry its cluster size: then every frame takes the two launches)
+        items = constants.PLAN_CLUSTER * constants.PLAN_THREADS * constants.PLAN_CLUSTER_ITEMS
+        builds = ((items, cluster), (2 * items, wide))
+        self.plan_cluster_builds = tuple((largest, kernel.kernel.ptr) for largest, kernel in builds
+                                         if kernel is not None and _cluster_width(kernel) == constants.PLAN_CLUSTER)
         self.shared_bytes = blend_shared_bytes(variant.staged_bytes, self.block)
         limit = shared_memory_limit(device_index)
         if self.shared_bytes > limit:
@@ -439,10 +455,15 @@ class Rasterizer:
         p.two_pixels = 0 if not self.two_pixels else (config.pixels_per_thread or ws.pixels_wanted)
         self.frame_counter += 1
         p.frame_index = self.frame_counter
-        grid = (num_items + constants.PLAN_THREADS - 1) // constants.PLAN_THREADS
         stream = handle
-        _launch(self._plan_costs, grid, constants.PLAN_THREADS, 0, stream, ws.plan_arguments)
-        _launch(self._plan_order, grid, constants.PLAN_THREADS, 0, stream, ws.plan_arguments)
+        for largest, kernel in self.plan_cluster_builds:
+            if num_items <= largest:  # one launch: a grid of one cluster
+                _launch(kernel, constants.PLAN_CLUSTER, constants.PLAN_THREADS, 0, stream, ws.plan_arguments)
+                break
+        else:
+            grid = (num_items + constants.PLAN_THREADS - 1) // constants.PLAN_THREADS
+            _launch(self._plan_costs, grid, constants.PLAN_THREADS, 0, stream, ws.plan_arguments)
+            _launch(self._plan_order, grid, constants.PLAN_THREADS, 0, stream, ws.plan_arguments)
         ws.planned_frame = self.frame_counter
         plan = FramePlan(self, ws, self.frame_counter, config, plan_mode, intersections,
                          chunk_kernel=capacity > 0, chunking_disabled_reason=chunking_disabled_reason)

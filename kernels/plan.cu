@@ -1,13 +1,16 @@
-// The per-frame plan on the GPU, in two launches of many CTAs, so that no frame waits for the host:
+// The per-frame plan on the GPU, so that no frame waits for the host. Where the GPU has thread-block clusters
+// and the frame has at most 2 * LPT_PLAN_CLUSTER * LPT_PLAN_THREADS * LPT_PLAN_CLUSTER_ITEMS items, one
+// launch (plan_cluster / plan_cluster_wide, at the end of this file); otherwise two launches of many CTAs:
 //   plan_costs:  every item's predicted cost (its list length, or the depth at which the same item stopped
 //                last frame when that is smaller), N_total, a histogram of cost buckets; the last CTA turns
 //                the histogram into bucket cursors (a counting sort, heaviest bucket first).
 //   plan_order:  every item scattered to its bucket's range of the LPT order; the last CTA sorts the leading
 //                items exactly (cost descending, item ascending), then runs the policy of Sec. 4.4 / Eq. (6)
 //                on their exact costs and writes h and k for the blending kernels.
-// Items within one bucket differ in cost by less than 4.4% and keep no particular order (the LPT queue does
-// not need more); the chunked items always lie in the exactly sorted head, so which items are chunked is
-// deterministic. gsplat_lpt/plan.py holds the same policy in PyTorch (the oracle the GPU is tested against).
+// Both compute the same plan. Items within one bucket differ in cost by less than 4.4% and keep no particular
+// order (the LPT queue does not need more); the chunked items always lie in the exactly sorted head, so which
+// items are chunked is deterministic. gsplat_lpt/plan.py holds the same policy in PyTorch (the oracle the GPU
+// is tested against).
 
 namespace lpt {
 
@@ -172,6 +175,42 @@ __device__ inline double modelled_cost(const PlanArgs& p, double total, double n
     return __dadd_rn(fmax(average, longest), __dmul_rn(p.imbalance_beta, longest));
 }
 
+// The forced modes' (h, k): every non-empty item (chunk) or the heaviest ceil(rho n) (fixed), k given; h k
+// bounded by the partial buffers (wanted: h k before that bound).
+struct Forced {
+    int h, k, wanted;
+};
+
+__device__ inline Forced forced_choice(const PlanArgs& p, int nonempty) {
+    int h = p.mode == LPT_MODE_CHUNK ? nonempty : min(nonempty, (int)ceil(p.heavy_ratio * nonempty));
+    int k = p.forced_chunk_count;
+    if (h <= 0 || k < 2) {
+        h = 0;
+        k = 1;
+    }
+    const int wanted = h * k;
+    if ((long long)h * k > p.chunk_unit_capacity) h = p.chunk_unit_capacity / k;
+    return Forced{h, h > 0 ? k : 1, wanted};
+}
+
+// The schedule words of the chosen (h, k), by one thread.
+__device__ inline void finish_schedule(const PlanArgs& p, int h, int k, int wanted, double total, double n1,
+                                       double lpt_cost) {
+    // what later frames of this size should run with: two pixels per thread where nothing is chunked and
+    // every item is light against the frame's mean work per CTA
+    const bool light = h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) <= __dmul_rn(LPT_TWO_PIXEL_MAX_IMBALANCE, total);
+    p.schedule[LPT_WORD_PIXELS_WANTED] = p.two_pixels != 0 && light ? 2 : 1;
+    p.schedule[LPT_WORD_PIXELS_PER_THREAD] = p.two_pixels == 2 ? 2 : 1;
+    // the frame lasts as long as its longest item: the persistent kernel's warps take rows of the tile
+    p.schedule[LPT_WORD_PERSISTENT_ROWS] =
+        h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) > __dmul_rn(LPT_ROWS_MIN_IMBALANCE, total);
+    p.schedule[LPT_WORD_PLAN_MODE] = p.mode;
+    p.schedule[LPT_WORD_CHUNKED_TILES] = h;
+    p.schedule[LPT_WORD_CHUNK_COUNT] = k;
+    p.schedule[LPT_WORD_WANTED_CHUNK_UNITS] = wanted;
+    p.predicted[1] = lpt_cost;
+}
+
 // The policy, run by the last CTA of plan_order. head_costs(i) is exact for i < head.
 __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* head_keys, int head, int nonempty,
                                 double total, double n1, bool invalid) {
@@ -210,17 +249,11 @@ __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* hea
         }
     } else if ((p.mode == LPT_MODE_CHUNK || p.mode == LPT_MODE_FIXED) && !invalid) {
         if (threadIdx.x == 0) {
-            int h = p.mode == LPT_MODE_CHUNK ? nonempty : min(nonempty, (int)ceil(p.heavy_ratio * nonempty));
-            int k = p.forced_chunk_count;
-            if (h <= 0 || k < 2) {
-                h = 0;
-                k = 1;
-            }
-            chosen[2] = h * k;
-            if ((long long)h * k > p.chunk_unit_capacity) h = p.chunk_unit_capacity / k;
-            chosen[0] = h;
-            chosen[1] = h > 0 ? k : 1;
-            p.predicted[0] = h > 0 ? modelled_cost(p, total, n1, next_cost(h), h, k) : lpt_cost;
+            const Forced forced = forced_choice(p, nonempty);
+            chosen[0] = forced.h;
+            chosen[1] = forced.k;
+            chosen[2] = forced.wanted;
+            p.predicted[0] = forced.h > 0 ? modelled_cost(p, total, n1, next_cost(forced.h), forced.h, forced.k) : lpt_cost;
         }
     } else if (threadIdx.x == 0) {  // LPT only (also every frame whose offsets are invalid)
         chosen[0] = 0;
@@ -234,21 +267,7 @@ __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* hea
         p.saturation_flags[i] = k;
         p.chunk_depth[i] = 0x7fffffff;
     }
-    if (threadIdx.x == 0) {
-        // what later frames of this size should run with: two pixels per thread where nothing is chunked and
-        // every item is light against the frame's mean work per CTA
-        const bool light = h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) <= __dmul_rn(LPT_TWO_PIXEL_MAX_IMBALANCE, total);
-        p.schedule[LPT_WORD_PIXELS_WANTED] = p.two_pixels != 0 && light ? 2 : 1;
-        p.schedule[LPT_WORD_PIXELS_PER_THREAD] = p.two_pixels == 2 ? 2 : 1;
-        // the frame lasts as long as its longest item: the persistent kernel's warps take rows of the tile
-        p.schedule[LPT_WORD_PERSISTENT_ROWS] =
-            h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) > __dmul_rn(LPT_ROWS_MIN_IMBALANCE, total);
-        p.schedule[LPT_WORD_PLAN_MODE] = p.mode;
-        p.schedule[LPT_WORD_CHUNKED_TILES] = h;
-        p.schedule[LPT_WORD_CHUNK_COUNT] = k;
-        p.schedule[LPT_WORD_WANTED_CHUNK_UNITS] = chosen[2];
-        p.predicted[1] = lpt_cost;
-    }
+    if (threadIdx.x == 0) finish_schedule(p, h, k, chosen[2], total, n1, lpt_cost);
 }
 
 }  // namespace lpt
@@ -422,3 +441,370 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
     lpt::choose_schedule(p, keys, head, nonempty, total, n1, invalid || hopeless);
     if (threadIdx.x == 0) p.schedule[LPT_WORD_PLAN_ARRIVALS] = 0;
 }
+
+// ---- One launch: the whole plan on one thread-block cluster (compute capability 9.0 and later) ----------
+//
+// A grid of one cluster of LPT_PLAN_CLUSTER CTAs of LPT_PLAN_THREADS threads, each thread with up to R items
+// (plan_cluster: LPT_PLAN_CLUSTER_ITEMS, plan_cluster_wide: twice as many); the CTAs read and write each
+// other's shared memory (DSMEM) and meet at hardware cluster barriers: no global atomics, no last CTA, no
+// scratch words to reset.
+//   1. every thread predicts the costs of its items (kept in registers) and ranks each in its CTA's bucket
+//      histogram; each CTA reduces its sums, largest cost and error bits.                 cluster barrier 1
+//   2. every CTA reads all histograms and partial sums: the counting-sort ranges of the buckets (the same in
+//      every CTA), where its own items of each bucket start, the head, N_total and N_1; each head item
+//      writes its key (cost descending, item ascending) into every CTA.                   cluster barrier 2
+//   3. the head is whole buckets, each a contiguous range of positions: one warp per head key counts the
+//      smaller keys of its bucket (a rank sort) and writes the key's cost to its exact place in CTA 0.
+//                                                                                          cluster barrier 3
+//   4. CTA 0: the policy of Eq. (6) over every (h, k) candidate at once, and the schedule words; every CTA:
+//      its part of the order in global memory (only now: a barrier's release waits for outstanding stores).
+// Each barrier is barrier.cluster.arrive.release + barrier.cluster.wait.acquire by every thread of every CTA:
+// what any thread wrote to shared memory (its own CTA's or another's) before it, every thread of the cluster
+// reads after it. No DSMEM access follows the last barrier, so no CTA leaves while another may still touch
+// its shared memory. Barrier 3 is skipped, by every thread alike (the condition is computed from the same
+// data in every CTA), when no head is sorted.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+namespace lpt {
+
+static_assert(LPT_HEAD_CAPACITY <= 4096, "plan_cluster packs (k index, h) as k index * 4096 + h");
+static_assert(LPT_BUCKET_COUNT % 32 == 0 && LPT_BUCKET_COUNT + 32 <= LPT_PLAN_THREADS,
+              "plan_cluster: one thread per bucket, then one warp for the partial sums");
+static_assert(LPT_PLAN_CLUSTER <= 32, "plan_cluster: one lane per CTA reduces the partial sums");
+
+__device__ __forceinline__ int cluster_rank() {
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    return (int)rank;
+}
+
+// Every thread of the cluster: writes before it (shared, local or remote, and global) happen before reads after it.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// The generic address of `local` (a shared variable) in the shared memory of CTA `rank` of the cluster.
+template <typename T>
+__device__ __forceinline__ T* in_cta(T* local, int rank) {
+    unsigned long long remote;
+    asm("mapa.u64 %0, %1, %2;" : "=l"(remote) : "l"(local), "r"(rank));
+    return reinterpret_cast<T*>(remote);
+}
+
+// Lexicographic (cost, tie) with tie = k index * 4096 + h: plan.choose_chunking's order.
+__device__ __forceinline__ void keep_better(double& cost, int& tie, double other_cost, int other_tie) {
+    if (other_cost < cost || (other_cost == cost && other_tie < tie)) {
+        cost = other_cost;
+        tie = other_tie;
+    }
+}
+
+// The auto policy by every thread of one CTA: each thread models some (h, k) candidates of Eq. (6) with the
+// same rounded operations as modelled_cost (N_1 / k once per k), then two block-wide minima (within the
+// partial buffers, and unbounded). head_costs: the exact costs of the sorted head. chosen: h, k, wanted.
+__device__ void choose_auto(const PlanArgs& p, const int* head_costs, int head, int nonempty, double total, double n1,
+                            double lpt_cost, int* chosen) {
+    __shared__ double longest_of_k[LPT_MAX_CHUNK_COUNTS];  // N_1 / k
+    __shared__ double warp_cost[2][32];
+    __shared__ int warp_tie[2][32];
+    const int counts = min(p.num_chunk_counts, LPT_MAX_CHUNK_COUNTS);
+    if ((int)threadIdx.x < counts) longest_of_k[threadIdx.x] = __ddiv_rn(n1, (double)p.chunk_counts[threadIdx.x]);
+    __syncthreads();
+    const int last_h = min(p.max_chunked_tiles, head == nonempty ? head : head - 1);
+    const int candidates = max(last_h, 0) * counts;
+    double best = lpt_cost, unbounded = lpt_cost;  // h = 0 (LPT only) wins ties against every candidate
+    int best_tie = 0, unbounded_tie = 0;
+    for (int index = (int)threadIdx.x; index < candidates; index += (int)blockDim.x) {
+        const int h = index / counts + 1, ki = index - (h - 1) * counts, k = p.chunk_counts[ki];
+        const double next = h < head ? (double)head_costs[h] : 0.0;  // N_{h+1}; zero past the non-empty items
+        const double longest = fmax(longest_of_k[ki], next);
+        const double overhead = __dmul_rn(__dmul_rn(p.overhead_lambda, (double)h), (double)k);
+        const double average = __ddiv_rn(__dadd_rn(total, overhead), (double)p.concurrent_ctas);
+        const double cost = __dadd_rn(fmax(average, longest), __dmul_rn(p.imbalance_beta, longest));
+        const int tie = ki * 4096 + h;
+        keep_better(unbounded, unbounded_tie, cost, tie);
+        if ((long long)h * k <= p.chunk_unit_capacity) keep_better(best, best_tie, cost, tie);
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        keep_better(best, best_tie, __shfl_xor_sync(0xffffffffu, best, offset),
+                    __shfl_xor_sync(0xffffffffu, best_tie, offset));
+        keep_better(unbounded, unbounded_tie, __shfl_xor_sync(0xffffffffu, unbounded, offset),
+                    __shfl_xor_sync(0xffffffffu, unbounded_tie, offset));
+    }
+    const int lane = (int)(threadIdx.x & 31), warp = (int)(threadIdx.x >> 5), warps = (int)(blockDim.x >> 5);
+    if (lane == 0) {
+        warp_cost[0][warp] = best;
+        warp_tie[0][warp] = best_tie;
+        warp_cost[1][warp] = unbounded;
+        warp_tie[1][warp] = unbounded_tie;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        best = lane < warps ? warp_cost[0][lane] : lpt_cost;
+        best_tie = lane < warps ? warp_tie[0][lane] : 0;
+        unbounded = lane < warps ? warp_cost[1][lane] : lpt_cost;
+        unbounded_tie = lane < warps ? warp_tie[1][lane] : 0;
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            keep_better(best, best_tie, __shfl_xor_sync(0xffffffffu, best, offset),
+                        __shfl_xor_sync(0xffffffffu, best_tie, offset));
+            keep_better(unbounded, unbounded_tie, __shfl_xor_sync(0xffffffffu, unbounded, offset),
+                        __shfl_xor_sync(0xffffffffu, unbounded_tie, offset));
+        }
+        if (lane == 0) {
+            const double bar = __dmul_rn(1.0 - p.min_gain, lpt_cost);
+            const int best_h = best_tie & 4095, unbounded_h = unbounded_tie & 4095;
+            const bool worth_it = best_h > 0 && best <= bar;
+            chosen[0] = worth_it ? best_h : 0;
+            chosen[1] = worth_it ? p.chunk_counts[best_tie >> 12] : 1;
+            chosen[2] = (unbounded_h > 0 && unbounded <= bar) ? unbounded_h * p.chunk_counts[unbounded_tie >> 12] : 0;
+            p.predicted[0] = worth_it ? best : lpt_cost;
+        }
+    }
+}
+
+// The plan of a frame of up to R items per thread (their costs and ranks stay in registers).
+template <int R>
+__device__ void plan_in_cluster(const PlanArgs& p) {
+    constexpr int C = LPT_PLAN_CLUSTER, T = LPT_PLAN_THREADS, B = LPT_BUCKET_COUNT;
+    __shared__ int counts[B];          // this CTA's items per bucket (read by every CTA)
+    __shared__ int bucket_size[B];     // the cluster's items per bucket
+    __shared__ int above[B];           // the cluster's items in higher buckets: where a bucket starts in the order
+    __shared__ int bases[B];           // where this CTA's items of a bucket start
+    __shared__ unsigned long long keys[LPT_HEAD_CAPACITY];  // the head's keys, at their bucket-order positions
+    __shared__ int head_costs[LPT_HEAD_CAPACITY];            // CTA 0: the head's costs in exact order
+    __shared__ int ranked[LPT_HEAD_CAPACITY];                // exact places of the head keys this CTA ranked
+    __shared__ unsigned long long partial_sums[2];  // this CTA's list lengths and predicted costs
+    __shared__ int partial_max, partial_error, warp_totals[B / 32];
+    __shared__ unsigned long long sums[2];  // the cluster's
+    __shared__ int largest_cost, errors, head_bucket, hopeless, forced_next, chosen[3];
+    __shared__ double lpt_cost_shared;
+
+    const int rank = cluster_rank();
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int b = tid; b < B; b += T) counts[b] = 0;
+    if (tid == 0) {
+        partial_sums[0] = partial_sums[1] = 0ull;
+        partial_max = partial_error = 0;
+        head_bucket = 1;
+        forced_next = 0;
+    }
+    __syncthreads();
+
+    // 1. Costs: item (j C + rank) T + tid is the j-th of this thread (all loads first, then the ranks).
+    int cost[R], slot[R];
+    unsigned long long length_sum = 0ull, cost_sum = 0ull;
+    int largest = 0, error = 0;
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const int item = (j * C + rank) * T + tid;
+        cost[j] = 0;
+        if (item < p.num_items) {
+            const int start = p.tile_offsets[item];
+            const int end = item == p.num_items - 1 ? p.n_isects : p.tile_offsets[item + 1];
+            int list_length = 0;
+            if (0 <= start && start <= end && end <= p.n_isects) {
+                list_length = end - start;
+            } else {
+                error = LPT_ERROR_OFFSETS;
+            }
+            if (p.masks != nullptr && !p.masks[item]) list_length = 0;  // masked-out tiles do no blending work
+            int c = list_length;
+            if (p.previous_depth != nullptr && c > 0) c = max(1, min(c, p.previous_depth[item]));
+            cost[j] = c;
+            length_sum += (unsigned long long)list_length;
+            cost_sum += (unsigned long long)c;
+            largest = max(largest, c);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        slot[j] = 0;
+        if ((j * C + rank) * T + tid < p.num_items) slot[j] = aggregated_increment(counts, cost_bucket(cost[j]));
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        length_sum += __shfl_down_sync(0xffffffffu, length_sum, offset);
+        cost_sum += __shfl_down_sync(0xffffffffu, cost_sum, offset);
+        largest = max(largest, __shfl_down_sync(0xffffffffu, largest, offset));
+        error |= __shfl_down_sync(0xffffffffu, error, offset);
+    }
+    if (lane == 0) {
+        atomicAdd(partial_sums + 0, length_sum);
+        atomicAdd(partial_sums + 1, cost_sum);
+        atomicMax(&partial_max, largest);
+        atomicOr(&partial_error, error);
+    }
+    cluster_sync();  // 1: every CTA's histogram and partial sums are complete (a CTA barrier too)
+
+    // 2. Thread t < B owns bucket B - 1 - t (heaviest first): its size over the cluster, the share of the CTAs
+    // before this one, and (a scan over the owners) the items in higher buckets. Warp B / 32 reduces the sums.
+    const int owned = B - 1 - tid;
+    int size = 0, before = 0, inclusive = 0;
+    if (tid < B) {
+#pragma unroll
+        for (int r = 0; r < C; ++r) {
+            const int count = *in_cta(counts + owned, r);
+            size += count;
+            before += r < rank ? count : 0;
+        }
+        inclusive = size;
+        for (int offset = 1; offset < 32; offset <<= 1) {
+            const int lower = __shfl_up_sync(0xffffffffu, inclusive, offset);
+            if (lane >= offset) inclusive += lower;
+        }
+        if (lane == 31) warp_totals[warp] = inclusive;
+    } else if (warp == B / 32) {
+        unsigned long long lengths = 0ull, costs = 0ull;
+        int most = 0, bits = 0;
+        if (lane < C) {
+            lengths = *in_cta(partial_sums + 0, lane);
+            costs = *in_cta(partial_sums + 1, lane);
+            most = *in_cta(&partial_max, lane);
+            bits = *in_cta(&partial_error, lane);
+        }
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            lengths += __shfl_xor_sync(0xffffffffu, lengths, offset);
+            costs += __shfl_xor_sync(0xffffffffu, costs, offset);
+            most = max(most, __shfl_xor_sync(0xffffffffu, most, offset));
+            bits |= __shfl_xor_sync(0xffffffffu, bits, offset);
+        }
+        if (lane == 0) {
+            // Eq. (6)'s N_total is the sum of the predicted costs (see plan_order); nothing can be worth
+            // chunking when N_total / K alone is within min_gain of LPT only
+            const double total = (double)costs, n1 = (double)most;
+            const double lpt_cost = modelled_cost(p, total, n1, 0.0, 0, 1);
+            sums[0] = lengths;
+            sums[1] = costs;
+            largest_cost = most;
+            errors = bits;
+            lpt_cost_shared = lpt_cost;
+            hopeless = p.mode == LPT_MODE_AUTO &&
+                       __ddiv_rn(total, (double)p.concurrent_ctas) > __dmul_rn(1.0 - p.min_gain, lpt_cost);
+        }
+    }
+    __syncthreads();
+    const int need = min(p.max_chunked_tiles + 1, LPT_HEAD_CAPACITY);
+    if (tid < B) {
+        int prefix = 0;
+        for (int w = 0; w < warp; ++w) prefix += warp_totals[w];
+        const int higher = prefix + inclusive - size;
+        above[owned] = higher;
+        bucket_size[owned] = size;
+        bases[owned] = higher + before;
+        // the head: whole buckets from the top holding at least `need` items (this bucket reaches it first)
+        if (owned >= 1 && higher + size >= need && (owned == B - 1 || higher < need)) head_bucket = owned;
+    }
+    __syncthreads();
+    const int nonempty = above[0];
+    int head = nonempty;
+    if (nonempty > LPT_HEAD_CAPACITY) {
+        const int from_top = above[head_bucket] + bucket_size[head_bucket];
+        head = from_top <= LPT_HEAD_CAPACITY ? from_top : above[head_bucket];
+    }
+    const bool invalid = (errors & LPT_ERROR_OFFSETS) != 0;
+    const int sorted = (p.mode == LPT_MODE_LPT || hopeless) ? 0 : head;  // the leading items sorted exactly
+    const bool forced_mode = (p.mode == LPT_MODE_CHUNK || p.mode == LPT_MODE_FIXED) && !invalid;
+    const Forced forced = forced_mode ? forced_choice(p, nonempty) : Forced{0, 1, 0};
+    const int forced_at = forced.h > 0 ? forced.h : -1;  // the forced modes' N_{h+1}: the cost at position h
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const int item = (j * C + rank) * T + tid;
+        if (item < p.num_items) {
+            const int position = bases[cost_bucket(cost[j])] + slot[j];
+            if (position < sorted) {
+                const unsigned long long key = order_key(cost[j], item);
+#pragma unroll
+                for (int r = 0; r < C; ++r) *in_cta(keys + position, r) = key;
+            } else if (position == forced_at) {
+                *in_cta(&forced_next, 0) = cost[j];
+            }
+        }
+    }
+    // (global stores wait until after the last cluster barrier, whose release would wait for them)
+    cluster_sync();  // 2: every head key is in every CTA
+
+    // 3. The exact head: one warp per key counts the smaller keys of its bucket, a contiguous range of keys.
+    if (sorted > 0) {
+        for (int position = warp * C + rank; position < sorted; position += C * (T / 32)) {
+            const unsigned long long key = keys[position];
+            const int c = key_cost(key), b = cost_bucket(c), first = above[b], members = bucket_size[b];
+            int smaller = 0;
+            for (int i = lane; i < members; i += 32) smaller += keys[first + i] < key ? 1 : 0;
+            smaller = __reduce_add_sync(0xffffffffu, smaller);
+            if (lane == 0) {
+                const int exact = first + smaller;
+                ranked[position] = exact;
+                *in_cta(head_costs + exact, 0) = c;
+                if (exact == forced_at) *in_cta(&forced_next, 0) = c;
+            }
+        }
+        cluster_sync();  // 3: CTA 0 has the head's costs
+    }
+    // No CTA touches another's shared memory past the last barrier.
+
+    // 4. The policy (CTA 0).
+    if (rank == 0) {
+        const double total = (double)sums[1], n1 = (double)largest_cost, lpt_cost = lpt_cost_shared;
+        if (p.mode == LPT_MODE_AUTO && !invalid && !hopeless) {
+            choose_auto(p, head_costs, head, nonempty, total, n1, lpt_cost, chosen);
+        } else if (tid == 0) {
+            chosen[0] = forced.h;  // (0, 1, 0) unless a forced mode
+            chosen[1] = forced.k;
+            chosen[2] = forced.wanted;
+            const double next = forced.h < nonempty ? (double)forced_next : 0.0;
+            p.predicted[0] = forced.h > 0 ? modelled_cost(p, total, n1, next, forced.h, forced.k) : lpt_cost;
+        }
+        __syncthreads();
+        const int h = chosen[0], k = chosen[1];
+        if (!forced_mode)
+            for (int i = tid; i < h; i += T) {
+                p.saturation_flags[i] = k;
+                p.chunk_depth[i] = 0x7fffffff;
+            }
+        if (tid == 0) {
+            volatile int* schedule = p.schedule;
+            schedule[LPT_WORD_NONEMPTY_ITEMS] = nonempty;
+            schedule[LPT_WORD_HEAD_COUNT] = head;
+            schedule[LPT_WORD_ERROR] = errors;  // this frame's errors start here
+            schedule[LPT_WORD_MAX_COST] = largest_cost;
+            p.total[0] = sums[0];
+            p.total[1] = sums[1];
+            finish_schedule(p, h, k, chosen[2], total, n1, lpt_cost);
+        }
+    }
+
+    // The order in global memory, by every CTA: its items past the head at their bucket positions, the head
+    // keys it ranked at their exact places; and the forced modes' chunked items.
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const int item = (j * C + rank) * T + tid;
+        if (item < p.num_items) {
+            const int position = bases[cost_bucket(cost[j])] + slot[j];
+            if (position >= sorted) {
+                p.lpt_order[position] = item;
+                p.sorted_costs[position] = cost[j];
+            }
+        }
+    }
+    for (int position = tid * C + rank; position < sorted; position += T * C) {
+        const unsigned long long key = keys[position];
+        p.lpt_order[ranked[position]] = (int)(key & 0xffffffffull);
+        p.sorted_costs[ranked[position]] = key_cost(key);
+    }
+    for (int i = rank * T + tid; i < forced.h; i += C * T) {
+        p.saturation_flags[i] = forced.k;
+        p.chunk_depth[i] = 0x7fffffff;
+    }
+}
+
+}  // namespace lpt
+
+// Up to LPT_PLAN_CLUSTER_ITEMS items per thread; the wide build takes twice as many (and spills a few registers).
+extern "C" __global__ void __cluster_dims__(LPT_PLAN_CLUSTER, 1, 1) __launch_bounds__(LPT_PLAN_THREADS, 1)
+    plan_cluster(const lpt::PlanArgs p) {
+    lpt::plan_in_cluster<LPT_PLAN_CLUSTER_ITEMS>(p);
+}
+
+extern "C" __global__ void __cluster_dims__(LPT_PLAN_CLUSTER, 1, 1) __launch_bounds__(LPT_PLAN_THREADS, 1)
+    plan_cluster_wide(const lpt::PlanArgs p) {
+    lpt::plan_in_cluster<2 * LPT_PLAN_CLUSTER_ITEMS>(p);
+}
+#endif

@@ -39,10 +39,22 @@ def counts_offsets(counts):
     return offsets, int(counts.sum())
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_plan_kernels_match_the_torch_oracle(seed):
+def plan_rasterizer(path, monkeypatch):
+    """The 3DGS rasterizer, its plan forced onto the two launches of many CTAs (path "grid") or left as it is
+    ("cluster": one launch of one cluster where the GPU has clusters and the frame fits)."""
+    rasterizer = gsplat_lpt.rasterizer_for(VARIANT_3DGS, 3, 16, torch.device("cuda"))
+    if path == "grid":
+        monkeypatch.setattr(rasterizer, "plan_cluster_builds", ())
+    elif not rasterizer.plan_cluster_builds:
+        pytest.skip("this GPU has no thread-block clusters")
+    return rasterizer
+
+
+@pytest.mark.parametrize("path", ["cluster", "grid"])
+@pytest.mark.parametrize("seed", range(14))
+def test_plan_kernels_match_the_torch_oracle(seed, path, monkeypatch):
     g = torch.Generator().manual_seed(seed)
-    n = [60, 900, 8160, 32640, 20_000][seed % 5]
+    n = [60, 900, 8160, 32640, 20_000, 40_000, 70_000][seed % 7]  # 40,000: plan_cluster_wide; 70,000: two launches
     counts = (torch.rand(n, generator=g) ** (3 + seed) * 200_000).to(torch.int32)
     counts[torch.rand(n, generator=g) < 0.2] = 0
     offsets, total = counts_offsets(counts)
@@ -50,7 +62,7 @@ def test_plan_kernels_match_the_torch_oracle(seed):
     config = LPTConfig(overhead_lambda=float(torch.rand(1, generator=g)) * 600,
                        imbalance_beta=float(torch.rand(1, generator=g)), max_chunked_tiles=[1023, 100, 7][seed % 3],
                        saturation_feedback=False)
-    rasterizer = gsplat_lpt.rasterizer_for(VARIANT_3DGS, 3, 16, torch.device("cuda"))
+    rasterizer = plan_rasterizer(path, monkeypatch)
     inter = runtime.Intersections(offsets.cuda(), torch.zeros(total, dtype=torch.int32, device="cuda"),
                                   None if masks is None else masks.cuda().view(torch.uint8), 1, n, 1, 1, n, 1, 1)
     for mode_config in (config, config.replace(mode="chunk", chunk_count=4),
@@ -94,6 +106,32 @@ def test_plan_kernels_match_the_torch_oracle(seed):
         assert torch.equal(sorted_costs, expected_costs[order].to(torch.int32))
         buckets = cost_buckets(sorted_costs)
         assert torch.all(buckets[:-1] >= buckets[1:])
+        # the plan leaves its scratch as it found it (it can run again; a graph can replay it)
+        for word in ("plan_arrivals", "plan_error", "max_cost_scratch"):
+            assert schedule[constants.SCHEDULE[word]] == 0, word
+        assert ws.total[2:].tolist() == [0, 0] and int(ws.histogram.abs().sum()) == 0
+
+
+@pytest.mark.parametrize("n, kernels", [(8160, ["plan_cluster"]), (32_768, ["plan_cluster"]),
+                                        (40_000, ["plan_cluster_wide"]), (70_000, ["plan_costs", "plan_order"])])
+def test_the_plan_is_one_cluster_launch_where_the_gpu_has_clusters(n, kernels):
+    from torch.profiler import ProfilerActivity, profile
+
+    rasterizer = gsplat_lpt.rasterizer_for(VARIANT_3DGS, 3, 16, torch.device("cuda"))
+    if torch.cuda.get_device_capability()[0] < 9:
+        assert rasterizer.plan_cluster_builds == ()
+        kernels = ["plan_costs", "plan_order"]
+    else:  # every build carries its cluster size
+        assert [largest for largest, _ in rasterizer.plan_cluster_builds] == [32_768, 65_536]
+    counts = torch.arange(n, dtype=torch.int32) % 97
+    offsets, total = counts_offsets(counts)
+    inter = runtime.Intersections(offsets.cuda(), torch.zeros(total, dtype=torch.int32, device="cuda"), None, 1, n, 1,
+                                  1, n, 1, 1)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        rasterizer.plan(inter, LPTConfig())
+        torch.cuda.synchronize()
+    names = sorted(e.key.split("(")[0] for e in prof.key_averages() if e.key.startswith("plan_"))
+    assert names == kernels
 
 
 def test_saturation_feedback_orders_by_the_previous_stop_depth():

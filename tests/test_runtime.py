@@ -160,3 +160,23 @@ def test_sources_compile_with_nvrtc_as_the_runtime_does(source):
         nvrtc.compileProgram(program, ["-std=c++17", f"-I{runtime.kernel_dir()}", "-arch=compute_90", *options])
     except Exception:
         pytest.fail(nvrtc.getProgramLog(program)[:3000])
+
+
+@pytest.mark.skipif(_nvrtc() is None, reason="NVRTC (CuPy with its CUDA runtime compiler) is not available")
+@pytest.mark.parametrize("arch, clusters", [("compute_80", False), ("compute_90", True)])
+def test_the_one_launch_plan_is_built_for_gpus_with_clusters_only(arch, clusters):
+    """plan_cluster and plan_cluster_wide (a grid of one 8-CTA cluster, fixed at compile time) exist from
+    compute capability 9.0 on; plan_costs and plan_order everywhere (compiler.plan_kernels asks for what exists)."""
+    from gsplat_lpt.compiler import PLAN_CLUSTER_KERNELS, PLAN_GRID_KERNELS
+
+    nvrtc = _nvrtc()
+    program = nvrtc.createProgram(runtime.kernel_source("plan.cu", (("lpt::PlanArgs", layouts.PlanArgs),)), "plan.cu",
+                                  [], [])
+    nvrtc.compileProgram(program, ["-std=c++17", f"-I{runtime.kernel_dir()}", f"-arch={arch}"])
+    ptx = nvrtc.getPTX(program)
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    entries = {line.split(".entry")[1].split("(")[0].strip() for line in ptx.splitlines() if ".entry" in line}
+    assert entries >= set(PLAN_GRID_KERNELS)
+    assert (entries >= set(PLAN_CLUSTER_KERNELS)) == clusters and bool(entries & set(PLAN_CLUSTER_KERNELS)) == clusters
+    if clusters:
+        assert ptx.count(f".reqnctapercluster {constants.PLAN_CLUSTER}, 1, 1") == len(PLAN_CLUSTER_KERNELS)

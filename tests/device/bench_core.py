@@ -243,7 +243,8 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=()):
         row["best_fixed"] = {"name": best, "ms": ms[best]}
     row["host_us"] = {"vanilla": host_us(variants["vanilla"]), "lpt": host_us(variants["lpt"]),
                       "auto": host_us(variants["auto"])}
-    plan_kernels = ("plan_costs", "plan_order") if NEW_CORE else ("plan_frame_fused", "tile_workloads",
+    # (plan_cluster also matches plan_cluster_wide: kernel_us matches names by substring)
+    plan_kernels = ("plan_cluster", "plan_costs", "plan_order") if NEW_CORE else ("plan_frame_fused", "tile_workloads",
                                                                   "choose_chunking", "radixSort", "RadixSort")
     row["plan_gpu_us"] = kernel_us(variants["auto"], plan_kernels)
     if NEW_CORE:

@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-plan] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -36,6 +36,10 @@ for stage in $stages; do
     bench-2dgs)
       python3 tests/device/bench_2dgs.py --out "$OUT" > "$OUT/bench_2dgs.log" 2>&1
       tail -7 "$OUT/bench_2dgs.log"
+      ;;
+    bench-plan)
+      python3 tests/device/bench_plan.py > "$OUT/bench_plan.log" 2>&1
+      tail -20 "$OUT/bench_plan.log"
       ;;
     bench-grid)
       python3 tests/device/bench_core.py --out "$OUT" --fixed-grid ${BENCH_ARGS:-} > "$OUT/bench_core.log" 2>&1

@@ -60,10 +60,11 @@ def summarize(csv_path: Path, windows_path: Path) -> None:
         elapsed = float(row["sm__cycles_elapsed.avg"].replace(",", ""))
         duration = float(row["gpu__time_duration.sum"].replace(",", ""))
         kernels.append((name, active, elapsed, duration))
-    # split the kernel sequence into the windows: gsplat's call is one kernel; ours starts with plan_costs
+    # split the kernel sequence into the windows: gsplat's call is one kernel; ours starts with the plan
+    # (plan_cluster, or plan_costs where the frame takes two launches)
     groups, current = [], []
     for kernel in kernels:
-        if current and (kernel[0].startswith("plan_costs") or "rasterize_to_pixels" in kernel[0]):
+        if current and (kernel[0].startswith(("plan_costs", "plan_cluster")) or "rasterize_to_pixels" in kernel[0]):
             groups.append(current)
             current = []
         current.append(kernel)
