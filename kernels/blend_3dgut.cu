@@ -19,6 +19,8 @@
 // them could drop a Gaussian that some pixel would blend. A rigorous bound would need the bundle of the
 // warp's rays (different origins under rolling shutter, curved pixel-to-ray maps), and testing a
 // Gaussian against it conservatively in float costs about as much as evaluating it at the 32 pixels.
+#include <type_traits>
+
 #include "lpt_core.cuh"
 
 // gsplat's device headers (gsplat/cuda/include), in the order its own kernel includes them. GLM's
@@ -69,15 +71,101 @@ struct Gaussian3DGUT {
         gsplat::vec3 ray_d;
     };
 
+    // The pose path of gsplat's BaseCameraModel::image_point_to_world_ray_shutter_pose (Cameras.cuh) for
+    // a camera ray d at relative frame time `time`: interpolate_shutter_pose (t_rs, glm::slerp of the start
+    // and end rotations, glm::normalize) and ShutterPose::camera_ray_to_world_ray (glm::inverse,
+    // glm::mat3_cast, {-R_inv * t_rs, R_inv * d}), written out as the float instructions gsplat's own
+    // kernel computes them with. nvcc contracts glm's a * b + c * d into an FMA by heuristics that depend
+    // on the code around the expression (which product it fuses, whether it fuses a product used twice),
+    // so the same glm code inlined here fused other products than in gsplat's kernel (the slerp cosine,
+    // the rows of R_inv * d): world rays an ulp or two off, colours 1e-6 off. __fmul_rn, __fadd_rn and
+    // __fmaf_rn are never contracted or reordered; each one below is the FMUL, FADD or FFMA of gsplat's
+    // kernel (nvcc 13.0, sm_90, -O3 -use_fast_math; tests/device/sass_3dgut.py compares the SASS).
+    // Division, sqrt, acos and sin stay as glm writes them (fast-math MUFU sequences, not contracted).
+    // kFtheta: gsplat's kernel inlines this path once per camera model, and nvcc contracted the first row of
+    // both matrix products differently in the FTheta copy (m[0][0] v.x rounded alone, m[1][0] v.y fused)
+    // than in the other three (m[1][0] v.y alone, m[0][0] v.x fused); rows 1 and 2 alike in all four.
+    template <bool kFtheta>
+    static __device__ WorldRay world_ray(float time, const RollingShutterParameters& rs, const glm::fvec3& d) {
+        const float s = 1.f - time;
+        // t_rs = (1 - t) * t_start + t * t_end
+        const glm::fvec3 t(__fmaf_rn(time, rs.t_end.x, __fmul_rn(s, rs.t_start.x)),
+                           __fmaf_rn(time, rs.t_end.y, __fmul_rn(s, rs.t_start.y)),
+                           __fmaf_rn(time, rs.t_end.z, __fmul_rn(s, rs.t_start.z)));
+        // glm::slerp(q_start, q_end, t): cosTheta = dot(x, y) = (w w' + x x') + (y y' + z z')
+        const glm::fquat x = rs.q_start;
+        glm::fquat z = rs.q_end;
+        float cosTheta = __fadd_rn(__fmaf_rn(x.x, z.x, __fmul_rn(x.w, z.w)), __fmaf_rn(x.y, z.y, __fmul_rn(x.z, z.z)));
+        if (cosTheta < 0.f) {
+            z = -z;
+            cosTheta = -cosTheta;
+        }
+        glm::fquat q;
+        if (cosTheta > 1.f - glm::epsilon<float>()) {  // mix(x, z, t) = x * (1 - t) + z * t
+            q = glm::fquat::wxyz(__fmaf_rn(x.w, s, __fmul_rn(z.w, time)), __fmaf_rn(x.x, s, __fmul_rn(z.x, time)),
+                                 __fmaf_rn(x.y, s, __fmul_rn(z.y, time)), __fmaf_rn(x.z, s, __fmul_rn(z.z, time)));
+        } else {  // (sin((1 - t) angle) x + sin(t angle) z) / sin(angle)
+            const float angle = glm::acos(cosTheta);
+            const float a = glm::sin(__fmul_rn(s, angle)), b = glm::sin(__fmul_rn(angle, time));
+            q = glm::fquat::wxyz(__fmaf_rn(a, x.w, __fmul_rn(b, z.w)), __fmaf_rn(a, x.x, __fmul_rn(b, z.x)),
+                                 __fmaf_rn(a, x.y, __fmul_rn(b, z.y)), __fmaf_rn(a, x.z, __fmul_rn(b, z.z))) /
+                glm::sin(angle);
+        }
+        // glm::normalize(q): q / sqrt(dot(q, q)), (1, 0, 0, 0) where that length is not positive
+        const float length = glm::sqrt(__fadd_rn(__fmaf_rn(q.w, q.w, __fmul_rn(q.x, q.x)),
+                                                 __fmaf_rn(q.y, q.y, __fmul_rn(q.z, q.z))));
+        if (length <= 0.f) {
+            q = glm::fquat::wxyz(1.f, 0.f, 0.f, 0.f);
+        } else {
+            const float inverse_length = 1.f / length;
+            q = glm::fquat::wxyz(__fmul_rn(q.w, inverse_length), __fmul_rn(q.x, inverse_length),
+                                 __fmul_rn(q.y, inverse_length), __fmul_rn(q.z, inverse_length));
+        }
+        // glm::inverse(q) = conjugate(q) / dot(q, q)
+        const glm::fquat i = glm::conjugate(q) / __fadd_rn(__fmaf_rn(q.w, q.w, __fmul_rn(q.x, q.x)),
+                                                          __fmaf_rn(q.y, q.y, __fmul_rn(q.z, q.z)));
+        // glm::mat3_cast(i): R_inv, column-major m[c][r]
+        const float qyy = __fmul_rn(i.y, i.y), qzz = __fmul_rn(i.z, i.z), qyz = __fmul_rn(i.y, i.z);
+        const float qwy = __fmul_rn(i.w, i.y), qwz = __fmul_rn(i.w, i.z);
+        const float s00 = __fadd_rn(qyy, qzz), s11 = __fmaf_rn(i.x, i.x, qzz), s22 = __fmaf_rn(i.x, i.x, qyy);
+        const float s01 = __fmaf_rn(i.x, i.y, qwz), s10 = __fmaf_rn(i.x, i.y, -qwz);
+        const float s02 = __fmaf_rn(i.x, i.z, -qwy), s20 = __fmaf_rn(i.x, i.z, qwy);
+        const float s12 = __fmaf_rn(i.w, i.x, qyz), s21 = __fmaf_rn(-i.w, i.x, qyz);
+        const float m00 = __fsub_rn(1.f, __fadd_rn(s00, s00)), m11 = __fsub_rn(1.f, __fadd_rn(s11, s11));
+        const float m22 = __fsub_rn(1.f, __fadd_rn(s22, s22));
+        const float m01 = __fadd_rn(s01, s01), m10 = __fadd_rn(s10, s10), m02 = __fadd_rn(s02, s02);
+        const float m20 = __fadd_rn(s20, s20), m12 = __fadd_rn(s12, s12), m21 = __fadd_rn(s21, s21);
+        // R_inv * d and (-R_inv) * t_rs, glm's m[0][r] v.x + m[1][r] v.y + m[2][r] v.z per row r
+        const float dx = kFtheta ? __fmaf_rn(m10, d.y, __fmul_rn(m00, d.x)) : __fmaf_rn(m00, d.x, __fmul_rn(m10, d.y));
+        const glm::fvec3 direction(__fmaf_rn(m20, d.z, dx),
+                                   __fmaf_rn(m21, d.z, __fmaf_rn(m01, d.x, __fmul_rn(m11, d.y))),
+                                   __fmaf_rn(m22, d.z, __fmaf_rn(m02, d.x, __fmul_rn(m12, d.y))));
+        const float n00 = __fsub_rn(0.f, m00), n01 = __fsub_rn(0.f, m01), n02 = __fsub_rn(0.f, m02);
+        const float n10 = __fsub_rn(0.f, m10), n11 = __fsub_rn(0.f, m11), n12 = __fsub_rn(0.f, m12);
+        const float n20 = __fsub_rn(0.f, m20), n21 = __fsub_rn(0.f, m21), n22 = __fsub_rn(0.f, m22);
+        const float ox = kFtheta ? __fmaf_rn(n10, t.y, __fmul_rn(n00, t.x)) : __fmaf_rn(n00, t.x, __fmul_rn(n10, t.y));
+        const glm::fvec3 origin(__fmaf_rn(n20, t.z, ox),
+                                __fmaf_rn(n21, t.z, __fmaf_rn(n01, t.x, __fmul_rn(n11, t.y))),
+                                __fmaf_rn(n22, t.z, __fmaf_rn(n02, t.x, __fmul_rn(n12, t.y))));
+        return {origin, direction, true};
+    }
+
     // One camera model's world ray for the pixel centre (px, py): the parameters gsplat's kernel fills in,
-    // then the model's own image_point_to_world_ray_shutter_pose.
+    // then the model's image_point_to_world_ray_shutter_pose (gsplat's BaseCameraModel) with its pose path
+    // written out above.
     template <class Model>
     static __device__ WorldRay cast(typename Model::Parameters cm, const Params& p, float px, float py,
                                     const RollingShutterParameters& rs) {
         cm.resolution = {p.image_width, p.image_height};
         cm.shutter_type = p.shutter_type;
         const Model model(cm);
-        return model.image_point_to_world_ray_shutter_pose(gsplat::vec2(px, py), rs);
+        const glm::fvec2 image_point(px, py);
+        auto const camera_ray = model.image_point_to_camera_ray(image_point);
+        if (!camera_ray.valid_flag) {
+            return {glm::fvec3{}, glm::fvec3{}, false};
+        }
+        constexpr bool kFtheta = std::is_same<Model, FThetaCameraModel<>>::value;
+        return world_ray<kFtheta>(model.shutter_relative_frame_time(image_point), rs, camera_ray.ray_dir);
     }
 
     static __device__ Pixel pixel(const Params& p, int image, float px, float py, bool& valid) {
