@@ -99,16 +99,16 @@ def compile_kernels(source_name: str, names: Tuple[str, ...], structs: Structs, 
 
 
 PLAN_GRID_KERNELS = ("plan_costs", "plan_order")  # two launches of many CTAs, any GPU, any frame size
-PLAN_CLUSTER_KERNELS = ("plan_cluster", "plan_cluster_wide")  # one launch of one cluster (compute capability 9.0+)
+PLAN_CLUSTER_KERNELS = ("plan_cluster",)  # one launch of one cluster (compute capability 9.0+)
 
 
 def plan_kernels(device_index: int) -> Tuple[object, ...]:
     """kernels/plan.cu, compiled once per device: plan_costs, plan_order, and where the GPU has thread-block
-    clusters plan_cluster and plan_cluster_wide (else None, None)."""
+    clusters plan_cluster (else None)."""
     clusters = torch.cuda.get_device_capability(device_index)[0] >= 9
     names = PLAN_GRID_KERNELS + (PLAN_CLUSTER_KERNELS if clusters else ())
     kernels = compile_kernels("plan.cu", names, (("lpt::PlanArgs", layouts.PlanArgs),), "", device_index)
-    return kernels if clusters else kernels + (None, None)
+    return kernels if clusters else kernels + (None,)
 
 
 def shared_memory_limit(device_index: int) -> int:

@@ -73,10 +73,10 @@ HEAD_CAPACITY = 2048
 PLAN_THREADS = 1024  # threads per CTA of the plan kernels, one work item each
 # On GPUs with thread-block clusters (compute capability 9.0 and later) the plan is one launch of one cluster of
 # PLAN_CLUSTER CTAs (plan_cluster), for frames of up to PLAN_CLUSTER * PLAN_THREADS * PLAN_CLUSTER_ITEMS items
-# (each thread keeps its items in registers), twice as many with a wider build (plan_cluster_wide); larger
-# frames, and older GPUs, take the two launches of many CTAs (plan_costs, plan_order).
+# (each thread keeps its items in registers); larger frames, and older GPUs, take the two launches of many CTAs
+# (plan_costs, plan_order).
 PLAN_CLUSTER = 8  # CTAs of the cluster (the portable maximum)
-PLAN_CLUSTER_ITEMS = 4  # work items per thread of plan_cluster (plan_cluster_wide: twice as many)
+PLAN_CLUSTER_ITEMS = 4  # work items per thread of plan_cluster
 MAX_CHUNK_COUNTS = 8  # candidate k values the auto policy searches
 
 # Blending: at most this many Gaussians are staged per batch (gsplat stages one per thread of a 16 x 16 tile).

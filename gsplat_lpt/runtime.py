@@ -339,12 +339,12 @@ class Rasterizer:
                                   device_index, variant.compile_backend, variant.compile_options())
         self.persistent, self.chunk = kernels[:2]
         self.persistent_two = kernels[2] if self.two_pixels else None
-        self.plan_costs, self.plan_order, cluster, wide = plan_kernels(device_index)
+        self.plan_costs, self.plan_order, cluster = plan_kernels(device_index)
         self._plan_costs, self._plan_order = self.plan_costs.kernel.ptr, self.plan_order.kernel.ptr
-        # the one-launch plan: (largest frame in items, kernel), narrowest build first; none without clusters (or
-        # should a build not carry its cluster size: then every frame takes the two launches)
+        # the one-launch plan: (largest frame in items, kernel); none without clusters (or should the build not
+        # carry its cluster size: then every frame takes the two launches)
         items = constants.PLAN_CLUSTER * constants.PLAN_THREADS * constants.PLAN_CLUSTER_ITEMS
-        builds = ((items, cluster), (2 * items, wide))
+        builds = ((items, cluster),)
         self.plan_cluster_builds = tuple((largest, kernel.kernel.ptr) for largest, kernel in builds
                                          if kernel is not None and _cluster_width(kernel) == constants.PLAN_CLUSTER)
         self.shared_bytes = blend_shared_bytes(variant.staged_bytes, self.block)

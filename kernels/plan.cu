@@ -1,6 +1,6 @@
 // The per-frame plan on the GPU, so that no frame waits for the host. Where the GPU has thread-block clusters
-// and the frame has at most 2 * LPT_PLAN_CLUSTER * LPT_PLAN_THREADS * LPT_PLAN_CLUSTER_ITEMS items, one
-// launch (plan_cluster / plan_cluster_wide, at the end of this file); otherwise two launches of many CTAs:
+// and the frame has at most LPT_PLAN_CLUSTER * LPT_PLAN_THREADS * LPT_PLAN_CLUSTER_ITEMS items, one launch
+// (plan_cluster, at the end of this file); otherwise two launches of many CTAs:
 //   plan_costs:  every item's predicted cost (its list length, or the depth at which the same item stopped
 //                last frame when that is smaller), N_total, a histogram of cost buckets; the last CTA turns
 //                the histogram into bucket cursors (a counting sort, heaviest bucket first).
@@ -445,7 +445,7 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
 // ---- One launch: the whole plan on one thread-block cluster (compute capability 9.0 and later) ----------
 //
 // A grid of one cluster of LPT_PLAN_CLUSTER CTAs of LPT_PLAN_THREADS threads, each thread with up to R items
-// (plan_cluster: LPT_PLAN_CLUSTER_ITEMS, plan_cluster_wide: twice as many); the CTAs read and write each
+// (plan_cluster: LPT_PLAN_CLUSTER_ITEMS); the CTAs read and write each
 // other's shared memory (DSMEM) and meet at hardware cluster barriers: no global atomics, no last CTA, no
 // scratch words to reset.
 //   1. every thread predicts the costs of its items (kept in registers) and ranks each in its CTA's bucket
@@ -797,14 +797,10 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
 
 }  // namespace lpt
 
-// Up to LPT_PLAN_CLUSTER_ITEMS items per thread; the wide build takes twice as many (and spills a few registers).
+// Up to LPT_PLAN_CLUSTER_ITEMS items per thread. (A build of twice as many items per thread took 26-35 us at
+// 65,280 items on the H200, the two launches 15-30 us: larger frames take those.)
 extern "C" __global__ void __cluster_dims__(LPT_PLAN_CLUSTER, 1, 1) __launch_bounds__(LPT_PLAN_THREADS, 1)
     plan_cluster(const lpt::PlanArgs p) {
     lpt::plan_in_cluster<LPT_PLAN_CLUSTER_ITEMS>(p);
-}
-
-extern "C" __global__ void __cluster_dims__(LPT_PLAN_CLUSTER, 1, 1) __launch_bounds__(LPT_PLAN_THREADS, 1)
-    plan_cluster_wide(const lpt::PlanArgs p) {
-    lpt::plan_in_cluster<2 * LPT_PLAN_CLUSTER_ITEMS>(p);
 }
 #endif

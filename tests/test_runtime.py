@@ -165,7 +165,7 @@ def test_sources_compile_with_nvrtc_as_the_runtime_does(source):
 @pytest.mark.skipif(_nvrtc() is None, reason="NVRTC (CuPy with its CUDA runtime compiler) is not available")
 @pytest.mark.parametrize("arch, clusters", [("compute_80", False), ("compute_90", True)])
 def test_the_one_launch_plan_is_built_for_gpus_with_clusters_only(arch, clusters):
-    """plan_cluster and plan_cluster_wide (a grid of one 8-CTA cluster, fixed at compile time) exist from
+    """plan_cluster (a grid of one 8-CTA cluster, fixed at compile time) exists from
     compute capability 9.0 on; plan_costs and plan_order everywhere (compiler.plan_kernels asks for what exists)."""
     from gsplat_lpt.compiler import PLAN_CLUSTER_KERNELS, PLAN_GRID_KERNELS
 

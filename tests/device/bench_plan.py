@@ -1,6 +1,6 @@
 """The per-frame plan's GPU time on synthetic 1080p frames (16 x 16 tiles, 8,160 work items per image): one
 and four images, balanced and imbalanced, with and without saturation feedback, in auto and lpt mode; the
-one-launch cluster plan (plan_cluster / plan_cluster_wide) beside the two launches of many CTAs (plan_costs,
+one-launch cluster plan (plan_cluster) beside the two launches of many CTAs (plan_costs,
 plan_order), both through `Rasterizer.plan` as a rasterize call runs it. Kernel time per plan from the torch
 profiler (CUPTI); each plan checked against the PyTorch oracle (gsplat_lpt.plan: h, k, head count, predicted
 cost, the exactly sorted head). About 20 s on an H200; the table comes last.
@@ -24,7 +24,7 @@ from gsplat_lpt.plan import plan_schedule  # noqa: E402
 from gsplat_lpt.variants import VARIANTS  # noqa: E402
 
 TILES_X, TILES_Y = 120, 68  # 1920 x 1080 at 16 x 16 pixels per tile
-PLAN_KERNELS = ("plan_cluster", "plan_cluster_wide", "plan_costs", "plan_order")
+PLAN_KERNELS = ("plan_cluster", "plan_costs", "plan_order")
 
 
 def synthetic_counts(images: int, imbalanced: bool, seed: int = 0) -> torch.Tensor:
