@@ -120,6 +120,17 @@ def psnr(a, b) -> float:
     return math.inf if mse == 0 else 10 * math.log10(1.0 / mse)
 
 
+def on_stream(stream, fn):
+    """fn called with `stream` current: each of our modes keeps its own stream, hence its own workspace (the
+    saturation feedback, partial buffers and pixels per thread that earlier frames of the same mode left),
+    as when a user renders with that mode alone."""
+    def call():
+        with torch.cuda.stream(stream):
+            return fn()
+    call.stream = stream
+    return call
+
+
 def time_interleaved(variants, repeats, warmup=3):
     for _ in range(warmup):
         for fn in variants.values():
@@ -128,10 +139,11 @@ def time_interleaved(variants, repeats, warmup=3):
     times = {name: [] for name in variants}
     for _ in range(repeats):
         for name, fn in variants.items():
+            stream = getattr(fn, "stream", None) or torch.cuda.current_stream()
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+            start.record(stream)
             fn()
-            stop.record()
+            stop.record(stream)
             stop.synchronize()
             times[name].append(start.elapsed_time(stop))
     return {name: statistics.median(t) for name, t in times.items()}
@@ -210,6 +222,8 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=()):
         configs["lpt-nocull"] = LPTConfig(mode="lpt", cull=False)
         if "pixels_per_thread" in LPTConfig.__dataclass_fields__:
             configs["lpt-1px"] = LPTConfig(mode="lpt", pixels_per_thread=1)
+            configs["lpt-2px"] = LPTConfig(mode="lpt", pixels_per_thread=2)
+            configs["auto-2px"] = auto.replace(pixels_per_thread=2)
         configs["auto-nofeedback"] = auto.replace(saturation_feedback=False)
         if "warp_shape" in LPTConfig.__dataclass_fields__:
             configs["lpt-rows"] = LPTConfig(mode="lpt", warp_shape="rows")
@@ -223,8 +237,10 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=()):
     for lam, beta in policy_grid:  # auto with other constants of Eq. (6): the policy's sensitivity to them
         configs[f"auto(l={lam:g},b={beta:g})"] = auto.replace(overhead_lambda=lam, imbalance_beta=beta)
     variants = {"vanilla": lambda: gsplat_blend(**frame)}
+    streams = {label: torch.cuda.Stream() for label in configs}
+    torch.cuda.synchronize()  # the frame's tensors are ready for every stream
     for label, config in configs.items():
-        variants[label] = (lambda c=config: gsplat_lpt.rasterize_to_pixels(**frame, config=c))
+        variants[label] = on_stream(streams[label], lambda c=config: gsplat_lpt.rasterize_to_pixels(**frame, config=c))
     if NEW_CORE:  # the first auto frames size the partial buffers and learn the stop depths
         for _ in range(3):
             variants["auto"]()
@@ -232,7 +248,10 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=()):
     reference, _ = gsplat_blend(**frame)
     row = {"frame": name, "n_isects": frame["flatten_ids"].numel(), "vanilla_ms": ms["vanilla"], "modes": {}}
     for label, config in configs.items():
-        colors, _, stats = gsplat_lpt.rasterize_to_pixels(**frame, config=config, return_stats=True)
+        with torch.cuda.stream(streams[label]):  # the mode's own workspace, as timed
+            colors, _, stats = gsplat_lpt.rasterize_to_pixels(**frame, config=config, return_stats=True)
+            stats = dict(stats)
+        torch.cuda.synchronize()
         row["modes"][label] = {"ms": ms[label], "psnr": psnr(colors, reference), "h": stats["chunked_tiles"],
                                "k": stats["chunk_count"]}
         if label == "lpt":
@@ -243,7 +262,6 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=()):
         row["best_fixed"] = {"name": best, "ms": ms[best]}
     row["host_us"] = {"vanilla": host_us(variants["vanilla"]), "lpt": host_us(variants["lpt"]),
                       "auto": host_us(variants["auto"])}
-    # (plan_cluster also matches plan_cluster_wide: kernel_us matches names by substring)
     plan_kernels = ("plan_cluster", "plan_costs", "plan_order") if NEW_CORE else ("plan_frame_fused", "tile_workloads",
                                                                   "choose_chunking", "radixSort", "RadixSort")
     row["plan_gpu_us"] = kernel_us(variants["auto"], plan_kernels)
