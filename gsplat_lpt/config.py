@@ -23,11 +23,15 @@ def warp_block_bits(warp_shape: str, tile_size: int) -> int:
     """FrameArgs.warp_blocks of a warp shape at a tile size (blocks need tile sizes divisible by 8)."""
     return WARP_BLOCK_BITS[warp_shape] if tile_size % 8 == 0 else 0
 
-# Calibrated on one NVIDIA H200 (132 SMs) with `gsplat-lpt calibrate --scene ladder` (README, "Calibration"):
+
 # lambda, per-chunk overhead (partials written and composited) in Gaussian-equivalent work units; beta,
 # penalty on the longest remaining work unit (Eq. 6), with N_total the predicted work (saturation feedback).
-DEFAULT_OVERHEAD_LAMBDA = 512.0
-DEFAULT_IMBALANCE_BETA = 0.1
+# Chosen on one NVIDIA H200 (132 SMs) by timing `auto` with a grid of (lambda, beta) against the best
+# schedule of a fixed (rho, k) grid on every imbalanced ladder frame (tests/device/bench_core.py
+# --fixed-grid --policy-grid; README, "Calibration"): a large beta makes the policy chunk every item whose
+# cost still stands out against the mean work per CTA, which the measured times reward.
+DEFAULT_OVERHEAD_LAMBDA = 2048.0
+DEFAULT_IMBALANCE_BETA = 3.0
 
 
 @dataclass(frozen=True)
