@@ -106,6 +106,28 @@ def estimated_cost(sorted_costs: Tensor, total: float, concurrent_ctas: int, chu
                          imbalance_beta)
 
 
+def bucket_floor(bucket: int) -> float:
+    """kernels/plan.cu bucket_floor: the least cost of a bucket (0 for the empty one), a little below."""
+    if bucket <= 0:
+        return 0.0
+    bits = torch.tensor([0x3F800000 + ((bucket - 1) << (23 - constants.BUCKET_SUB_BITS))], dtype=torch.int32)
+    return float(bits.view(torch.float32)) * (1.0 - 1e-6)
+
+
+def no_gain_possible(costs: Tensor, total: float, n1: float, lpt_cost: float, concurrent_ctas: int,
+                     config: LPTConfig) -> bool:
+    """kernels/plan.cu no_gain_possible: a lower bound of every candidate's Eq. (6) cost, from the least cost
+    of the bucket of N_{q+1}, q = min(max_chunked_tiles, non-empty items), is above the bar min_gain below
+    LPT only (the GPU then skips the head sort and the search, which would choose (0, 1) anyway)."""
+    buckets = cost_buckets(costs)
+    nonempty = int((buckets > 0).sum())
+    q = min(config.max_chunked_tiles, nonempty)
+    floor_q = bucket_floor(int(torch.sort(buckets, descending=True).values[q])) if q < nonempty else 0.0
+    least = max(n1 / max(config.chunk_counts), floor_q)
+    bound = max(total / concurrent_ctas, least) + config.imbalance_beta * least
+    return bound > (1.0 - config.min_gain) * lpt_cost
+
+
 def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, config: LPTConfig,
                     head: Optional[int] = None, nonempty: Optional[int] = None,
                     capacity: Optional[int] = None) -> ChunkingChoice:
@@ -190,7 +212,7 @@ def plan_schedule(isect_offsets: Tensor, n_isects: int, concurrent_ctas: int, co
     if error or mode == "lpt":
         choice = ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
     elif mode == "auto":
-        if float(total_cost) / K > (1.0 - config.min_gain) * lpt_cost:  # nothing can be worth it (GPU skips)
+        if no_gain_possible(costs, float(total_cost), n1, lpt_cost, K, config):  # (the GPU skips the search)
             choice = ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
         else:
             choice = choose_chunking(sorted_costs[: head + 1], float(total_cost), K, config, head=head,

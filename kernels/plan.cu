@@ -175,6 +175,30 @@ __device__ inline double modelled_cost(const PlanArgs& p, double total, double n
     return __dadd_rn(fmax(average, longest), __dmul_rn(p.imbalance_beta, longest));
 }
 
+// The least cost of bucket b >= 1 (a lower bound of every cost in it; 0 for the empty bucket), in double.
+__device__ inline double bucket_floor(int b) {
+    if (b <= 0) return 0.0;
+    const float least = __uint_as_float(0x3f800000u + ((unsigned)(b - 1) << (23 - LPT_BUCKET_SUB_BITS)));
+    return (double)least * (1.0 - 1e-6);  // (an int cost rounds to float within 2^-24 relative)
+}
+
+// Whether the auto search cannot find an (h, k) worth chunking, decided before the head is sorted. Every
+// candidate's Eq. (6) cost is at least the cost without the lambda term and with the least longest unit the
+// search reaches, l_min = max(N_1 / k_max, N_{q+1}) with q = min(max_chunked_tiles, nonempty) (the search's
+// h never passes q, and costs fall along the order), where N_{q+1} (0 past the non-empty items) is at least
+// `floor_q`, the least cost of its bucket. The same rounded operations as modelled_cost are monotone in
+// each input, so the bound is below every candidate's computed cost: when it is above the bar min_gain below
+// LPT only, the search would choose (0, 1) and want nothing, and it is skipped (with beta > 0 the plain
+// bound N_total / K never skips it: LPT only pays beta N_1 that chunking could lower).
+__device__ inline bool no_gain_possible(const PlanArgs& p, double total, double n1, double lpt_cost, double floor_q) {
+    int k_max = 1;
+    for (int i = 0; i < p.num_chunk_counts && i < LPT_MAX_CHUNK_COUNTS; ++i) k_max = max(k_max, p.chunk_counts[i]);
+    const double least = fmax(__ddiv_rn(n1, (double)k_max), floor_q);
+    const double average = __ddiv_rn(total, (double)p.concurrent_ctas);
+    const double bound = __dadd_rn(fmax(average, least), __dmul_rn(p.imbalance_beta, least));
+    return bound > __dmul_rn(1.0 - p.min_gain, lpt_cost);
+}
+
 // The forced modes' (h, k): every non-empty item (chunk) or the heaviest ceil(rho n) (fixed), k given; h k
 // bounded by the partial buffers (wanted: h k before that bound).
 struct Forced {
@@ -416,11 +440,12 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
     // `gsplat-lpt calibrate` fits lambda and beta); without it, the sum of list lengths.
     const double total = (double)__ldcg(p.total + 1);
     const double n1 = (double)p.schedule[LPT_WORD_MAX_COST];
-    // Eq. (6) never drops below N_total / K: when that alone is within min_gain of LPT-only, no (h, k) can
-    // be worth it, and the auto policy needs neither the exact head nor the search (a balanced frame).
+    // When no (h, k) can be worth it (no_gain_possible: a balanced frame), the auto policy needs neither the
+    // exact head nor the search. N_{q+1}'s bucket: that of whichever item the scatter put at position q.
     const double lpt_cost = lpt::modelled_cost(p, total, n1, 0.0, 0, 1);
-    const bool hopeless = p.mode == LPT_MODE_AUTO &&
-                          __ddiv_rn(total, (double)p.concurrent_ctas) > __dmul_rn(1.0 - p.min_gain, lpt_cost);
+    const int q = min(p.max_chunked_tiles, nonempty);
+    const double floor_q = q < nonempty ? lpt::bucket_floor(lpt::cost_bucket(__ldcg(p.sorted_costs + q))) : 0.0;
+    const bool hopeless = p.mode == LPT_MODE_AUTO && lpt::no_gain_possible(p, total, n1, lpt_cost, floor_q);
     const int head = (p.mode == LPT_MODE_LPT || hopeless) ? 0 : p.schedule[LPT_WORD_HEAD_COUNT];
     if (head > 1) {  // bitonic sort of the head, padded to a power of two (at least one 64-key segment)
         int padded = 64;
@@ -586,6 +611,7 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
         partial_max = partial_error = 0;
         head_bucket = 1;
         forced_next = 0;
+        hopeless = 0;
     }
     __syncthreads();
 
@@ -676,8 +702,6 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
             largest_cost = most;
             errors = bits;
             lpt_cost_shared = lpt_cost;
-            hopeless = p.mode == LPT_MODE_AUTO &&
-                       __ddiv_rn(total, (double)p.concurrent_ctas) > __dmul_rn(1.0 - p.min_gain, lpt_cost);
         }
     }
     __syncthreads();
@@ -694,6 +718,16 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
     }
     __syncthreads();
     const int nonempty = above[0];
+    // nothing worth chunking (no_gain_possible; N_{q+1} lies in the bucket holding position q)
+    const int q = min(p.max_chunked_tiles, nonempty);
+    if (tid < B && owned >= 1 && above[owned] <= q && q < above[owned] + bucket_size[owned]) {
+        const double total = (double)sums[1], n1 = (double)largest_cost;
+        hopeless = p.mode == LPT_MODE_AUTO && no_gain_possible(p, total, n1, lpt_cost_shared, bucket_floor(owned));
+    } else if (tid == 0 && q >= nonempty) {
+        hopeless = p.mode == LPT_MODE_AUTO &&
+                   no_gain_possible(p, (double)sums[1], (double)largest_cost, lpt_cost_shared, 0.0);
+    }
+    __syncthreads();
     int head = nonempty;
     if (nonempty > LPT_HEAD_CAPACITY) {
         const int from_top = above[head_bucket] + bucket_size[head_bucket];

@@ -11,7 +11,7 @@ import torch
 
 import gsplat_lpt
 from gsplat_lpt import LPTConfig, LPTInputError, LPTRuntimeError, constants, runtime
-from gsplat_lpt.plan import cost_buckets, plan_schedule
+from gsplat_lpt.plan import cost_buckets, no_gain_possible, plan_schedule
 from gsplat_lpt.variants import VARIANTS
 from gsplat_lpt.variants.gaussian3d import Frame3DGS
 from test_gpu_parity import cameras, gsplat_forward, project, psnr, random_gaussians
@@ -83,7 +83,8 @@ def test_plan_kernels_match_the_torch_oracle(seed, path, monkeypatch):
             assert schedule[constants.SCHEDULE["wanted_chunk_units"]] == oracle.choice.wanted_chunk_units
             assert report["predicted_cost"] == oracle.choice.predicted_cost  # same float64 operations
             K = rasterizer.concurrent_ctas
-            hopeless = oracle.total_cost / K > (1 - mode_config.min_gain) * oracle.choice.predicted_cost_lpt
+            hopeless = no_gain_possible(oracle.costs, float(oracle.total_cost), float(oracle.max_cost),
+                                        oracle.choice.predicted_cost_lpt, K, mode_config)
             if not hopeless:  # the policy searched: the head is sorted exactly
                 head = oracle.head
                 assert torch.equal(ws.lpt_order[:head].cpu().long(), oracle.lpt_order[:head])

@@ -15,6 +15,7 @@ from gsplat_lpt.plan import (
     estimated_cost,
     head_count,
     lpt_order,
+    no_gain_possible,
     plan_schedule,
     predicted_costs,
     tile_workloads,
@@ -197,3 +198,28 @@ def test_fixed_mode_takes_ceil_of_rho():
     offsets, n = offsets_for([5] * 33 + [0] * 7, (1, 5, 8))
     plan = plan_schedule(offsets, n, 8, LPTConfig(mode="fixed", heavy_ratio=0.1, chunk_count=2))
     assert plan.choice.chunked_tiles == math.ceil(0.1 * 33)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_search_skip_only_skips_searches_that_choose_nothing(seed):
+    """no_gain_possible (the GPU skips the head sort and the search on it) is a lower bound of every candidate:
+    wherever it holds, the full search chooses (0, 1) and wants nothing; and it holds on flat frames."""
+    g = torch.Generator().manual_seed(seed)
+    spread = [0.05, 0.3, 1.0, 3.0][seed % 4]
+    n = int(torch.randint(8000 if spread == 0.05 else 50, 20_000, (1,), generator=g))
+    counts = (1000 * torch.exp(spread * torch.randn(n, generator=g))).to(torch.int32)
+    counts[torch.rand(n, generator=g) < 0.1] = 0
+    config = LPTConfig(overhead_lambda=float(torch.rand(1, generator=g)) * 4000,
+                       imbalance_beta=float(torch.rand(1, generator=g)) * 4,
+                       max_chunked_tiles=[255, 40, 2047][seed % 3])
+    K = 792
+    offsets, total = offsets_for(counts.tolist(), (1, n))
+    costs = counts.clone()
+    sorted_costs, _ = lpt_order(costs)
+    n1, total_cost = float(sorted_costs[0]), float(costs.sum())
+    head, nonempty = head_count(costs, config.max_chunked_tiles)
+    full = choose_chunking(sorted_costs[: head + 1], total_cost, K, config, head=head, nonempty=nonempty)
+    if no_gain_possible(costs, total_cost, n1, full.predicted_cost_lpt, K, config):
+        assert (full.chunked_tiles, full.chunk_count, full.wanted_chunk_units) == (0, 1, 0)
+    if spread == 0.05 and config.imbalance_beta < 2:  # flat: lambda aside, nothing to gain
+        assert no_gain_possible(costs, total_cost, n1, full.predicted_cost_lpt, K, config)
