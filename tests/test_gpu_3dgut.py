@@ -351,13 +351,15 @@ def test_packed_is_refused_like_gsplat():
 @pytest.mark.parametrize("case", ["pinhole-heavy-tile", "fisheye-distorted-2cams", "rolling-left-to-right",
                                   "batch-dims-fisheye-rolling"])
 def test_gradients_equal_gsplat(mode, case):
-    """Same forward outputs and gsplat's own backward op: gradients equal up to the order of its atomic adds."""
+    """Same forward outputs and gsplat's own backward op: gradients equal up to the order of its atomic adds,
+    which gsplat's backward shows against itself (run twice: on a tile of 8,000 stacked Gaussians the
+    per-Gaussian sums cancel, and their last bits follow the order of the adds)."""
     from gsplat_lpt.variants.gaussian3dgut import rasterize_to_pixels_eval3d
 
     base = case_frame(CASE[case], seed=17)
     images = base["isect_offsets"].shape[:-2]
     grads = []
-    for backend in ("cuda", "lpt"):
+    for backend in ("cuda", "cuda", "lpt"):
         leaves = {k: base[k].detach().clone().requires_grad_(True)
                   for k in ("means", "quats", "scales", "colors", "opacities")}
         backgrounds = torch.full((*images, 3), 0.25, device="cuda", requires_grad=True)
@@ -373,10 +375,15 @@ def test_gradients_equal_gsplat(mode, case):
         weights = torch.linspace(0.1, 1.0, colors.numel(), device="cuda").reshape(colors.shape)
         ((colors * weights).sum() + (alphas ** 2).sum()).backward()
         grads.append({**{k: v.grad for k, v in leaves.items()}, "backgrounds": backgrounds.grad})
-    for key in grads[0]:
-        assert grads[0][key] is not None and grads[1][key] is not None, key
-        assert float(grads[0][key].abs().max()) > 0, key
-        torch.testing.assert_close(grads[1][key], grads[0][key], rtol=1e-4, atol=1e-6, msg=key)
+    reference, again, ours = grads
+    for key in reference:
+        assert reference[key] is not None and ours[key] is not None, key
+        assert float(reference[key].abs().max()) > 0, key
+        spread = float((again[key] - reference[key]).abs().max())  # gsplat against itself
+        difference = (ours[key] - reference[key]).abs()
+        allowed = 1e-4 * reference[key].abs() + 1e-6 + 2 * spread
+        assert bool((difference <= allowed).all()), (
+            f"{key}: differs by up to {float(difference.max()):.3g} (gsplat against itself: {spread:.3g})")
 
 
 def test_reference_matches_gsplat_kernel_on_gpu():

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import gsplat_lpt  # noqa: E402
 from gsplat_lpt import LPTConfig, constants, runtime  # noqa: E402
-from gsplat_lpt.plan import plan_schedule  # noqa: E402
+from gsplat_lpt.plan import no_gain_possible, plan_schedule  # noqa: E402
 from gsplat_lpt.variants import VARIANTS  # noqa: E402
 
 TILES_X, TILES_Y = 120, 68  # 1920 x 1080 at 16 x 16 pixels per tile
@@ -124,7 +124,8 @@ def check(rasterizer, frame: Frame, config: LPTConfig, feedback: bool) -> str:
         if report["predicted_cost"] != oracle.choice.predicted_cost:
             problems.append(f"T(h, k) {report['predicted_cost']} != {oracle.choice.predicted_cost}")
         K = rasterizer.concurrent_ctas
-        hopeless = oracle.total_cost / K > (1 - config.min_gain) * oracle.choice.predicted_cost_lpt
+        hopeless = no_gain_possible(oracle.costs, float(oracle.total_cost), float(oracle.max_cost),
+                                    oracle.choice.predicted_cost_lpt, K, config)  # (no head sort on the GPU)
         if not hopeless and not torch.equal(ws.lpt_order[: oracle.head].cpu().long(), oracle.lpt_order[: oracle.head]):
             problems.append("head order")
     n = frame.inter.num_items
