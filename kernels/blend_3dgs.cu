@@ -109,6 +109,8 @@ struct Gaussian3DGS {
         return false;
     }
     static constexpr bool kHasCullBound = true;
+    // The one-pixel kernels evaluate two Gaussians before blending them (lpt_core.cuh, blend_range).
+    static constexpr bool kPairedEvaluation = true;
 
     template <unsigned CDIM>
     struct Accumulator : lpt::ColorAccumulator<CDIM> {

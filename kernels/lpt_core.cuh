@@ -281,6 +281,17 @@ struct RewalkPixel {
     }
 };
 
+// Whether a variant asks for paired evaluation in its one-pixel kernels (its kPairedEvaluation; false where
+// it declares none): see blend_range.
+template <class V, class = void>
+struct PairsEvaluations {
+    static constexpr bool value = false;
+};
+template <class V>
+struct PairsEvaluations<V, decltype((void)V::kPairedEvaluation)> {
+    static constexpr bool value = V::kPairedEvaluation;
+};
+
 // Dynamic shared memory of a blending CTA: one batch of staged Gaussians, their (Gaussian id, list
 // position), and the pixel-centre box of every warp of the current item (for the cull test).
 // Mirrored by gsplat_lpt.runtime.blend_shared_bytes; checked against %dynamic_smem_size at launch.
@@ -366,6 +377,20 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
             if (!pixel[0].done) pixel[0].step(params, batch.staged[t], entry.x, pixel_ctx[0], (unsigned)entry.y);
         }
     };
+    // One pixel, two Gaussians t0 < t1 of the walk (a variant with kPairedEvaluation): both alphas first (alpha
+    // does not depend on T: two independent chains of arithmetic for the scheduler), then the blends in
+    // order, the second skipped if the first saturated the pixel: gsplat's sequence, each Gaussian's
+    // arithmetic unchanged.
+    constexpr bool kPaired = P == 1 && PairsEvaluations<V>::value;
+    auto step_pair = [&](int t0, int t1) {
+        const int2 entry0 = batch.entries[t0], entry1 = batch.entries[t1];
+        const typename V::Staged staged0 = batch.staged[t0], staged1 = batch.staged[t1];
+        float alpha0, alpha1;
+        const bool passed0 = V::evaluate(staged0, pixel_ctx[0], alpha0);
+        const bool passed1 = V::evaluate(staged1, pixel_ctx[0], alpha1);
+        if (passed0 && !pixel[0].done) pixel[0].blend(params, staged0, entry0.x, alpha0, (unsigned)entry0.y);
+        if (passed1 && !pixel[0].done) pixel[0].blend(params, staged1, entry1.x, alpha1, (unsigned)entry1.y);
+    };
 
     for (int batch_start = range_start; batch_start < range_end; batch_start += batch_capacity) {
         // resync all threads before the next batch; end early if the entire tile is done
@@ -403,6 +428,20 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
                 while (marked != 0u && !all_done()) {
                     const int t = base + __ffs(marked) - 1;
                     marked &= marked - 1u;
+                    if (kPaired && marked != 0u) {
+                        const int t1 = base + __ffs(marked) - 1;
+                        marked &= marked - 1u;
+                        step_pair(t, t1);
+                    } else {
+                        step(t);
+                    }
+                }
+            }
+        } else if (kPaired) {
+            for (int t = 0; t < count && !all_done(); t += 2) {
+                if (t + 1 < count) {
+                    step_pair(t, t + 1);
+                } else {
                     step(t);
                 }
             }
