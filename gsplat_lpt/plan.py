@@ -116,16 +116,34 @@ def bucket_floor(bucket: int) -> float:
 
 def no_gain_possible(costs: Tensor, total: float, n1: float, lpt_cost: float, concurrent_ctas: int,
                      config: LPTConfig) -> bool:
-    """kernels/plan.cu no_gain_possible: a lower bound of every candidate's Eq. (6) cost, from the least cost
-    of the bucket of N_{q+1}, q = min(max_chunked_tiles, non-empty items), is above the bar min_gain below
-    LPT only (the GPU then skips the head sort and the search, which would choose (0, 1) anyway)."""
-    buckets = cost_buckets(costs)
-    nonempty = int((buckets > 0).sum())
+    """kernels/plan.cu no_gain_possible, operation for operation: whether a lower bound of every candidate's
+    Eq. (6) cost is above the bar min_gain below LPT only, so that the GPU skips the head sort and the search
+    (which would choose (0, 1) and want nothing). For N_{h+1} in cost bucket b, h is at least the items in
+    heavier buckets and N_{h+1} at least the bucket's least cost; past the non-empty items N_{h+1} = 0. And a
+    balanced frame (N_1 K <= N_total: LPT alone ends within one item of the balance bound) is not chunked."""
+    counts = [int(k) for k in config.chunk_counts[: constants.MAX_CHUNK_COUNTS]]
+    if not counts or n1 * concurrent_ctas <= total:
+        return True
+    k_min, k_max = min(counts), max(counts)
+    histogram = torch.bincount(cost_buckets(costs).reshape(-1), minlength=constants.BUCKET_COUNT).tolist()
+    nonempty = sum(histogram[1:])
     q = min(config.max_chunked_tiles, nonempty)
-    floor_q = bucket_floor(int(torch.sort(buckets, descending=True).values[q])) if q < nonempty else 0.0
-    least = max(n1 / max(config.chunk_counts), floor_q)
-    bound = max(total / concurrent_ctas, least) + config.imbalance_beta * least
-    return bound > (1.0 - config.min_gain) * lpt_cost
+
+    def bound(h_least: int, floor_next: float) -> float:
+        least = max(n1 / k_max, floor_next)
+        average = (total + (config.overhead_lambda * h_least) * k_min) / concurrent_ctas
+        return max(average, least) + config.imbalance_beta * least
+
+    best = math.inf
+    higher = 0
+    for b in range(constants.BUCKET_COUNT - 1, 0, -1):  # heaviest bucket first
+        members = histogram[b]
+        if members > 0 and higher <= q and higher + members - 1 >= 1:
+            best = min(best, bound(max(1, higher), bucket_floor(b)))
+        higher += members
+    if nonempty <= q:
+        best = min(best, bound(max(1, nonempty), 0.0))
+    return best > (1.0 - config.min_gain) * lpt_cost
 
 
 def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, config: LPTConfig,

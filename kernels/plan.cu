@@ -182,21 +182,56 @@ __device__ inline double bucket_floor(int b) {
     return (double)least * (1.0 - 1e-6);  // (an int cost rounds to float within 2^-24 relative)
 }
 
-// Whether the auto search cannot find an (h, k) worth chunking, decided before the head is sorted. Every
-// candidate's Eq. (6) cost is at least the cost without the lambda term and with the least longest unit the
-// search reaches, l_min = max(N_1 / k_max, N_{q+1}) with q = min(max_chunked_tiles, nonempty) (the search's
-// h never passes q, and costs fall along the order), where N_{q+1} (0 past the non-empty items) is at least
-// `floor_q`, the least cost of its bucket. The same rounded operations as modelled_cost are monotone in
-// each input, so the bound is below every candidate's computed cost: when it is above the bar min_gain below
-// LPT only, the search would choose (0, 1) and want nothing, and it is skipped (with beta > 0 the plain
-// bound N_total / K never skips it: LPT only pays beta N_1 that chunking could lower).
-__device__ inline bool no_gain_possible(const PlanArgs& p, double total, double n1, double lpt_cost, double floor_q) {
-    int k_max = 1;
-    for (int i = 0; i < p.num_chunk_counts && i < LPT_MAX_CHUNK_COUNTS; ++i) k_max = max(k_max, p.chunk_counts[i]);
-    const double least = fmax(__ddiv_rn(n1, (double)k_max), floor_q);
-    const double average = __ddiv_rn(total, (double)p.concurrent_ctas);
-    const double bound = __dadd_rn(fmax(average, least), __dmul_rn(p.imbalance_beta, least));
-    return bound > __dmul_rn(1.0 - p.min_gain, lpt_cost);
+// A lower bound of Eq. (6) over every candidate whose N_{h+1} is at least `floor_next` and whose h is at least
+// `h_least`: k between k_min and k_max, no more overhead than lambda h_least k_min, l at least
+// max(N_1 / k_max, floor_next). The same rounded operations as modelled_cost, each monotone in its inputs, so
+// the bound is below every such candidate's computed cost.
+__device__ inline double candidate_bound(const PlanArgs& p, double total, double n1, int h_least, double floor_next,
+                                         int k_min, int k_max) {
+    const double least = fmax(__ddiv_rn(n1, (double)k_max), floor_next);
+    const double overhead = __dmul_rn(__dmul_rn(p.overhead_lambda, (double)h_least), (double)k_min);
+    const double average = __ddiv_rn(__dadd_rn(total, overhead), (double)p.concurrent_ctas);
+    return __dadd_rn(fmax(average, least), __dmul_rn(p.imbalance_beta, least));
+}
+
+// Whether the auto search cannot find an (h, k) worth chunking, decided before the head is sorted, by a whole
+// CTA (every thread gets the answer). The search's h runs up to q = min(max_chunked_tiles, nonempty), and
+// N_{h+1} is the cost at position h of the order: for position h in bucket b (above(b) items in heavier
+// buckets, size(b) in it), h >= above(b) and N_{h+1} >= the least cost of b; past the non-empty items
+// N_{h+1} = 0 and h >= nonempty. When the least candidate_bound over those cases is above the bar min_gain
+// below LPT only, the search would choose (0, 1) and want nothing, and it is skipped. And a frame whose
+// heaviest item is no heavier than the mean work per CTA (N_1 K <= N_total) is balanced: LPT alone ends
+// within one item of the balance bound, and the policy does not chunk it (Eq. (6) with a large beta would
+// price that last item's tail at beta N_1, far above what balanced frames measure). plan.no_gain_possible
+// is the same test in PyTorch.
+template <class Above, class Size>
+__device__ bool no_gain_possible(const PlanArgs& p, double total, double n1, double lpt_cost, int nonempty,
+                                 Above above, Size size, double* scratch /* [32] */) {
+    int k_min = 0x7fffffff, k_max = 0;
+    for (int i = 0; i < p.num_chunk_counts && i < LPT_MAX_CHUNK_COUNTS; ++i) {
+        k_min = min(k_min, p.chunk_counts[i]);
+        k_max = max(k_max, p.chunk_counts[i]);
+    }
+    if (__dmul_rn(n1, (double)p.concurrent_ctas) <= total) return true;  // balanced (uniform in the CTA)
+    const int q = min(p.max_chunked_tiles, nonempty);
+    double least = __longlong_as_double(0x7ff0000000000000ll);  // +inf: no candidate
+    if (k_max > 0) {
+        for (int b = (int)threadIdx.x + 1; b < LPT_BUCKET_COUNT; b += (int)blockDim.x) {
+            const int higher = above(b), members = size(b);
+            if (members > 0 && higher <= q && higher + members - 1 >= 1)
+                least = fmin(least, candidate_bound(p, total, n1, max(1, higher), bucket_floor(b), k_min, k_max));
+        }
+        if (threadIdx.x == 0 && nonempty <= q)
+            least = fmin(least, candidate_bound(p, total, n1, max(1, nonempty), 0.0, k_min, k_max));
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) least = fmin(least, __shfl_xor_sync(0xffffffffu, least, offset));
+    const int lane = (int)(threadIdx.x & 31), warp = (int)(threadIdx.x >> 5);
+    __syncthreads();  // (scratch may hold a caller's earlier values)
+    if (lane == 0) scratch[warp] = least;
+    __syncthreads();
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) least = fmin(least, scratch[w]);
+    __syncthreads();
+    return least > __dmul_rn(1.0 - p.min_gain, lpt_cost);
 }
 
 // The forced modes' (h, k): every non-empty item (chunk) or the heaviest ceil(rho n) (fixed), k given; h k
@@ -412,6 +447,7 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
     __shared__ int counts[LPT_BUCKET_COUNT];
     __shared__ int bases[LPT_BUCKET_COUNT];
     __shared__ unsigned long long keys[LPT_HEAD_CAPACITY];
+    __shared__ double scratch[32];
     __shared__ int is_last;
     for (int b = (int)threadIdx.x; b < LPT_BUCKET_COUNT; b += (int)blockDim.x) counts[b] = 0;
     __syncthreads();
@@ -441,11 +477,12 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
     const double total = (double)__ldcg(p.total + 1);
     const double n1 = (double)p.schedule[LPT_WORD_MAX_COST];
     // When no (h, k) can be worth it (no_gain_possible: a balanced frame), the auto policy needs neither the
-    // exact head nor the search. N_{q+1}'s bucket: that of whichever item the scatter put at position q.
+    // exact head nor the search. After the scatter, cursors[b] is where bucket b ends in the order.
     const double lpt_cost = lpt::modelled_cost(p, total, n1, 0.0, 0, 1);
-    const int q = min(p.max_chunked_tiles, nonempty);
-    const double floor_q = q < nonempty ? lpt::bucket_floor(lpt::cost_bucket(__ldcg(p.sorted_costs + q))) : 0.0;
-    const bool hopeless = p.mode == LPT_MODE_AUTO && lpt::no_gain_possible(p, total, n1, lpt_cost, floor_q);
+    auto above = [&](int b) { return b == LPT_BUCKET_COUNT - 1 ? 0 : __ldcg(p.cursors + b + 1); };
+    auto size = [&](int b) { return __ldcg(p.cursors + b) - above(b); };
+    const bool hopeless = p.mode == LPT_MODE_AUTO &&  // (mode is the same in every thread)
+                          lpt::no_gain_possible(p, total, n1, lpt_cost, nonempty, above, size, scratch);
     const int head = (p.mode == LPT_MODE_LPT || hopeless) ? 0 : p.schedule[LPT_WORD_HEAD_COUNT];
     if (head > 1) {  // bitonic sort of the head, padded to a power of two (at least one 64-key segment)
         int padded = 64;
@@ -602,6 +639,7 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
     __shared__ unsigned long long sums[2];  // the cluster's
     __shared__ int largest_cost, errors, head_bucket, hopeless, forced_next, chosen[3];
     __shared__ double lpt_cost_shared;
+    __shared__ double gain_scratch[32];
 
     const int rank = cluster_rank();
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -718,16 +756,13 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
     }
     __syncthreads();
     const int nonempty = above[0];
-    // nothing worth chunking (no_gain_possible; N_{q+1} lies in the bucket holding position q)
-    const int q = min(p.max_chunked_tiles, nonempty);
-    if (tid < B && owned >= 1 && above[owned] <= q && q < above[owned] + bucket_size[owned]) {
-        const double total = (double)sums[1], n1 = (double)largest_cost;
-        hopeless = p.mode == LPT_MODE_AUTO && no_gain_possible(p, total, n1, lpt_cost_shared, bucket_floor(owned));
-    } else if (tid == 0 && q >= nonempty) {
-        hopeless = p.mode == LPT_MODE_AUTO &&
-                   no_gain_possible(p, (double)sums[1], (double)largest_cost, lpt_cost_shared, 0.0);
+    if (p.mode == LPT_MODE_AUTO) {  // nothing worth chunking: no head sort, no search (no_gain_possible)
+        const bool none = no_gain_possible(p, (double)sums[1], (double)largest_cost, lpt_cost_shared, nonempty,
+                                           [&](int b) { return above[b]; }, [&](int b) { return bucket_size[b]; },
+                                           gain_scratch);
+        if (tid == 0) hopeless = none;
+        __syncthreads();
     }
-    __syncthreads();
     int head = nonempty;
     if (nonempty > LPT_HEAD_CAPACITY) {
         const int from_top = above[head_bucket] + bucket_size[head_bucket];

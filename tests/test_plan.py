@@ -202,8 +202,9 @@ def test_fixed_mode_takes_ceil_of_rho():
 
 @pytest.mark.parametrize("seed", range(40))
 def test_the_search_skip_only_skips_searches_that_choose_nothing(seed):
-    """no_gain_possible (the GPU skips the head sort and the search on it) is a lower bound of every candidate:
-    wherever it holds, the full search chooses (0, 1) and wants nothing; and it holds on flat frames."""
+    """no_gain_possible (the GPU skips the head sort and the search on it) is, past its balanced-frame rule, a
+    lower bound of every candidate: wherever it holds, the full search chooses (0, 1) and wants nothing; and
+    it holds on flat frames."""
     g = torch.Generator().manual_seed(seed)
     spread = [0.05, 0.3, 1.0, 3.0][seed % 4]
     n = int(torch.randint(8000 if spread == 0.05 else 50, 20_000, (1,), generator=g))
@@ -219,7 +220,23 @@ def test_the_search_skip_only_skips_searches_that_choose_nothing(seed):
     n1, total_cost = float(sorted_costs[0]), float(costs.sum())
     head, nonempty = head_count(costs, config.max_chunked_tiles)
     full = choose_chunking(sorted_costs[: head + 1], total_cost, K, config, head=head, nonempty=nonempty)
-    if no_gain_possible(costs, total_cost, n1, full.predicted_cost_lpt, K, config):
+    balanced = n1 * K <= total_cost
+    if no_gain_possible(costs, total_cost, n1, full.predicted_cost_lpt, K, config) and not balanced:
         assert (full.chunked_tiles, full.chunk_count, full.wanted_chunk_units) == (0, 1, 0)
     if spread == 0.05 and config.imbalance_beta < 2:  # flat: lambda aside, nothing to gain
         assert no_gain_possible(costs, total_cost, n1, full.predicted_cost_lpt, K, config)
+
+
+def test_balanced_frames_are_not_chunked():
+    """N_1 K <= N_total: the heaviest item is no heavier than the mean work per CTA, and auto does not chunk,
+    even where Eq. (6) with a large beta would (it prices the last item's tail at beta N_1)."""
+    g = torch.Generator().manual_seed(3)
+    counts = (1000 * torch.exp(0.25 * torch.randn(8160, generator=g))).to(torch.int32)
+    offsets, total = offsets_for(counts.tolist(), (1, 8160))
+    K = 792
+    assert int(counts.max()) * K <= total
+    config = LPTConfig(overhead_lambda=1.0, imbalance_beta=20.0)
+    searched = choose_chunking(lpt_order(counts)[0], float(total), K, config)
+    assert searched.chunked_tiles > 0  # the model alone would chunk this frame
+    plan = plan_schedule(offsets, total, K, config)
+    assert (plan.choice.chunked_tiles, plan.choice.chunk_count, plan.choice.wanted_chunk_units) == (0, 1, 0)
