@@ -32,6 +32,101 @@
 #include "Utils.cuh"
 #pragma nv_diag_default esa_on_defaulted_function_ignored
 
+// gsplat's compute_opencv_fisheye_max_angle(a, b, c) (Cameras.cuh: the smallest positive root of
+// 1 + a x + b x^2 + c x^3, FLT_MAX if none) line for line, except for the real-root branch's
+// soln = (cube_root - t2 / cube_root - boc) / 3: gsplat's kernel rounds boc = b / c (-use_fast_math:
+// b * rcp(c)) on its own and subtracts it (FADD), whereas nvcc, inlining the same code here, fused that
+// subtraction with the division's multiply into an FFMA (-b * rcp(c) + ...): max_angle an ulp off for
+// fisheye cameras with k4 == 0 and k3 != 0. __fsub_rn is never contracted. Everything else is left as
+// gsplat writes it, divisions included (a reciprocal and a multiply under -use_fast_math, IEEE without),
+// and compiles to gsplat's instructions (tests/device/sass_3dgut.py).
+static __device__ float opencv_fisheye_max_angle(float a, float b, float c) {
+    const float INF = std::numeric_limits<float>::max();
+    if (c == 0.0f) {
+        if (b == 0.0f) {
+            if (a >= 0.0f) {
+                return INF;
+            } else {
+                return -1.0f / a;
+            }
+        }
+        float delta = a * a - 4.0f * b;
+        if (delta >= 0.0f) {
+            delta = std::sqrt(delta) - a;
+            if (delta > 0.0f) {
+                return 2.0f / delta;
+            }
+        }
+    } else {
+        float boc = b / c;
+        float boc2 = boc * boc;
+        float t1 = (9.0f * a * boc - 2.0f * b * boc2 - 27.0f) / c;
+        float t2 = 3.0f * a / c - boc2;
+        float delta = t1 * t1 + 4.0f * t2 * t2 * t2;
+        if (delta >= 0.0f) {
+            float d2 = std::sqrt(delta);
+            float cube_root = std::cbrt((d2 + t1) / 2.0f);
+            if (cube_root != 0.0f) {
+                float soln = __fsub_rn(cube_root - (t2 / cube_root), boc) / 3.0f;
+                if (soln > 0.0f) {
+                    return soln;
+                }
+            }
+        } else {
+            float theta = std::atan2(std::sqrt(-delta), t1) / 3.0f;
+            constexpr float two_third_pi = 2.0f * PI / 3.0f;
+            float t3 = 2.0f * std::sqrt(-t2);
+            float soln = INF;
+            for (int i : {-1, 0, 1}) {
+                float angle = theta + i * two_third_pi;
+                float s = (t3 * std::cos(angle) - boc) / 3.0f;
+                if (s > 0.0f) {
+                    soln = std::min(soln, s);
+                }
+            }
+            return soln;
+        }
+    }
+    return INF;
+}
+
+// The tail of gsplat's OpenCVFisheyeCameraModel constructor: max_angle (k4 == 0: the closed form above;
+// otherwise Newton's iteration, as the constructor calls it) clamped to the image radius, and the
+// approx_backward_poly derived from it, written into an already constructed model. All of it is
+// recomputed, so that the constructor's own values are dead and nvcc drops them (overwriting them only
+// where k4 == 0 kept both copies and a merge of the two in the kernel), and into model.max_angle itself
+// as the constructor does (through a local variable nvcc turned Newton's convergence test into a select).
+template <size_t N_NEWTON_ITERATIONS>
+static __device__ void opencv_fisheye_max_angle(OpenCVFisheyeCameraModel<N_NEWTON_ITERATIONS>& model) {
+    const auto& parameters = model.parameters;
+    const auto& [k1, k2, k3, k4] = parameters.radial_coeffs;
+    const auto max_diag_x =
+        max(parameters.resolution[0] - parameters.principal_point[0], parameters.principal_point[0]);
+    const auto max_diag_y =
+        max(parameters.resolution[1] - parameters.principal_point[1], parameters.principal_point[1]);
+    const auto max_radius_pixels = std::sqrt(max_diag_x * max_diag_x + max_diag_y * max_diag_y);
+    auto& max_angle = model.max_angle;
+    if (k4 == 0) {
+        max_angle = std::sqrt(opencv_fisheye_max_angle(3.f * k1, 5.f * k2, 7.f * k3));
+    } else {
+        std::array<float, 4> ddforward_poly_odd = {6 * k1, 20 * k2, 42 * k3, 72 * k4};
+        std::array<float, 1> approx = {1.57f};
+        bool converged = false;
+        max_angle = eval_poly_inverse_horner_newton<N_NEWTON_ITERATIONS>(
+            PolynomialProxy<PolynomialType::EVEN, 5>{model.dforward_poly_even},
+            PolynomialProxy<PolynomialType::ODD, 4>{ddforward_poly_odd},
+            PolynomialProxy<PolynomialType::EVEN, 1>{approx}, 0.f, converged);
+        if (!converged || max_angle <= 0.f) {
+            max_angle = std::numeric_limits<float>::max();
+        }
+    }
+    max_angle = min(max_angle, max(max_radius_pixels / parameters.focal_length[0],
+                                   max_radius_pixels / parameters.focal_length[1]));
+    auto const max_normalized_dist = std::max(parameters.resolution[0] / 2.f / parameters.focal_length[0],
+                                              parameters.resolution[1] / 2.f / parameters.focal_length[1]);
+    model.approx_backward_poly = {0.f, max_angle / max_normalized_dist};
+}
+
 struct Gaussian3DGUT {
     // Host twin: gsplat_lpt.variants.unscented.Params3DGUT. The camera arrays are per image (I = B * C),
     // row-major as gsplat takes them; the Gaussian arrays are gsplat's unpacked ones.
@@ -158,7 +253,10 @@ struct Gaussian3DGUT {
                                     const RollingShutterParameters& rs) {
         cm.resolution = {p.image_width, p.image_height};
         cm.shutter_type = p.shutter_type;
-        const Model model(cm);
+        Model model(cm);
+        if constexpr (std::is_same<Model, OpenCVFisheyeCameraModel<>>::value) {
+            opencv_fisheye_max_angle(model);  // max_angle as gsplat's kernel computes it (see above)
+        }
         const glm::fvec2 image_point(px, py);
         auto const camera_ray = model.image_point_to_camera_ray(image_point);
         if (!camera_ray.valid_flag) {

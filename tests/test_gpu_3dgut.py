@@ -80,8 +80,27 @@ def _rotation_z(angle):
     return torch.tensor([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
+# OpenCV fisheye radial coefficients (k1, k2, k3, k4) per distortion variant, each scaled per image by
+# 1 + 0.1 U(0, 1). gsplat's fisheye constructor bounds the model at max_angle, where the forward polynomial
+# theta + k1 theta^3 + k2 theta^5 + k3 theta^7 + k4 theta^9 stops increasing, clamped to the image radius
+# over the focal length (about 1.41 here): by Newton's iteration when k4 != 0, in closed form
+# (compute_opencv_fisheye_max_angle) when k4 == 0, from a cubic's real root when k3 != 0 and a quadratic's
+# root when k3 == 0. The two k4 == 0 variants peak inside that clamp (theta 1.23-1.31 rad in the cases
+# below), so the closed form sets max_angle, at a normalized radius of 1.44-1.65, beyond the image corners'
+# 1.40: no fold inside the image. gsplat starts each pixel's Newton iteration at max_angle times the pixel's
+# radius over the half width's, past the peak outside the circle of that radius; there (and in a thin ring
+# inside it) the iteration ends past max_angle or unconverged, and the pixel has no ray in either kernel:
+# about 12% of each image, its corners, in a float64 model (which also puts the mean alpha near 0.2).
+FISHEYE_DISTORTIONS = {
+    True: (0.03, -0.008, 0.001, -0.0002),
+    "k4=0": (0.2, 0.21, -0.15, 0.0),
+    "k3=k4=0": (0.6, -0.3, 0.0, 0.0),
+}
+
+
 def make_camera(model, batch, C, width, height, seed=0, distortion=False, rolling=None, device="cuda"):
-    """viewmats, Ks and the camera-model arguments of gsplat's eval3d for `C` cameras (and batch dims)."""
+    """viewmats, Ks and the camera-model arguments of gsplat's eval3d for `C` cameras (and batch dims).
+    distortion: False, True or (fisheye) a key of FISHEYE_DISTORTIONS."""
     (FThetaCameraDistortionParameters, FThetaPolynomialType, RollingShutterType,
      UnscentedTransformParameters) = _gsplat_types()
     g = torch.Generator(device="cpu").manual_seed(seed + 100)
@@ -103,7 +122,8 @@ def make_camera(model, batch, C, width, height, seed=0, distortion=False, rollin
         camera["thin_prism_coeffs"] = (torch.tensor([0.001, -0.0005, 0.0008, 0.0002])
                                        * (1 + 0.1 * torch.rand(images, 4, generator=g)))
     elif model == "fisheye" and distortion:
-        camera["radial_coeffs"] = torch.tensor([0.03, -0.008, 0.001, -0.0002]) * (1 + 0.1 * torch.rand(images, 4, generator=g))
+        camera["radial_coeffs"] = (torch.tensor(FISHEYE_DISTORTIONS[distortion])
+                                   * (1 + 0.1 * torch.rand(images, 4, generator=g)))
     elif model in ("ftheta", "ftheta-forward"):
         camera["camera_model"] = "ftheta"
         if model == "ftheta":  # pixel distance to angle is the reference: evaluated directly
@@ -183,7 +203,8 @@ def ours_forward(frame, config, backgrounds=None, masks=None):
     return colors, alphas, last_ids, plan
 
 
-# name, camera model, distortion, rolling shutter, batch dims, cameras, width, height, tile size, cluster
+# name, camera model, distortion (make_camera's), rolling shutter, batch dims, cameras, width, height, tile size,
+# cluster
 CASES = [
     ("pinhole", "pinhole", False, None, (), 1, 160, 96, 16, 0),
     ("pinhole-odd-size-2cams", "pinhole", False, None, (), 2, 123, 77, 16, 0),
@@ -193,6 +214,11 @@ CASES = [
     ("pinhole-heavy-tile", "pinhole", False, None, (), 1, 200, 120, 16, 8000),
     ("fisheye", "fisheye", False, None, (), 1, 160, 120, 16, 0),
     ("fisheye-distorted-2cams", "fisheye", True, None, (), 2, 150, 110, 16, 0),
+    # max_angle in closed form (FISHEYE_DISTORTIONS): a cubic's real root (where gsplat's kernel rounds b / c
+    # on its own, kernels/blend_3dgut.cu; 4 cameras, since that rounding moves max_angle by an ulp only for
+    # some coefficients), a quadratic's root
+    ("fisheye-k4-zero-4cams", "fisheye", "k4=0", None, (), 4, 120, 90, 16, 0),
+    ("fisheye-k3-k4-zero-2cams", "fisheye", "k3=k4=0", None, (), 2, 150, 110, 16, 0),
     ("ftheta", "ftheta", False, None, (), 1, 160, 120, 16, 0),
     ("ftheta-forward-poly", "ftheta-forward", False, None, (), 2, 140, 100, 16, 0),
     ("rolling-top-to-bottom", "pinhole", False, "ROLLING_TOP_TO_BOTTOM", (), 1, 160, 96, 16, 0),
