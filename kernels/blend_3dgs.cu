@@ -113,15 +113,7 @@ struct Gaussian3DGS {
     static constexpr bool kPairedEvaluation = true;
 
     template <unsigned CDIM>
-    struct Accumulator : lpt::ColorAccumulator<CDIM> {
-        __device__ void add(const Params& p, const Staged&, int g, float vis, float, unsigned) {
-            this->add_color(p.colors + (long long)g * CDIM, vis);
-        }
-        __device__ void write(const Params& p, const Outputs& out, const lpt::PixelSlot& slot, float T,
-                              int last_index) const {
-            this->write_color(out, p.backgrounds, slot, T, last_index);
-        }
-    };
+    using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGS, CDIM>;
 };
 
 static_assert(sizeof(Gaussian3DGS::Staged) == 32, "Gaussian3DGS::Staged: 32 bytes, two 16-byte loads");

@@ -351,15 +351,7 @@ struct Gaussian3DGUT {
     static constexpr bool kHasCullBound = false;
 
     template <unsigned CDIM>
-    struct Accumulator : lpt::ColorAccumulator<CDIM> {
-        __device__ void add(const Params& p, const Staged&, int g, float vis, float, unsigned) {
-            this->add_color(p.colors + (long long)g * CDIM, vis);
-        }
-        __device__ void write(const Params& p, const Outputs& out, const lpt::PixelSlot& slot, float T,
-                              int last_index) const {
-            this->write_color(out, p.backgrounds, slot, T, last_index);
-        }
-    };
+    using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGUT, CDIM>;
 };
 
 static_assert(sizeof(Gaussian3DGUT::Staged) == 64, "Gaussian3DGUT::Staged: 52 bytes of data in four 16-byte rows");

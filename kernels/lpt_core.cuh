@@ -212,6 +212,19 @@ struct ColorAccumulator {
     }
 };
 
+// The accumulator of a variant that blends colours only: row g of Params::colors (CDIM floats), and gsplat's
+// colours, alphas and last_ids written through Outputs (3DGS, 3DGUT).
+template <class V, unsigned CDIM>
+struct PlainColorAccumulator : ColorAccumulator<CDIM> {
+    __device__ void add(const typename V::Params& p, const typename V::Staged&, int g, float vis, float, unsigned) {
+        this->add_color(p.colors + (long long)g * CDIM, vis);
+    }
+    __device__ void write(const typename V::Params& p, const typename V::Outputs& out, const PixelSlot& slot, float T,
+                          int last_index) const {
+        this->write_color(out, p.backgrounds, slot, T, last_index);
+    }
+};
+
 // One pixel's front-to-back state: the transmittance, gsplat's last_ids, and the variant's accumulator.
 template <class V, unsigned CDIM>
 struct PixelBlend {
