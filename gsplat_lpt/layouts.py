@@ -35,6 +35,7 @@ class FrameArgs(ctypes.Structure):
         ("flatten_ids", Pointer),  # int32 [n_isects]
         ("masks", Pointer),  # uint8 [num_items] or 0
         ("chunk_depth", Pointer),  # int32 [chunk tile capacity] earliest saturation depth among an item's chunks
+        ("chunk_transmittance", Pointer),  # float32 [chunk units] a finished chunk's largest unsaturated T, else -1
         ("n_isects", ctypes.c_int32),
         ("num_items", ctypes.c_int32),
         ("num_gaussians", ctypes.c_int32),  # rows of the per-Gaussian arrays (I * N or nnz)

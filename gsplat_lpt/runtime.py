@@ -137,7 +137,8 @@ class MappedStatus:
         self.view[constants.STATUS["frame_index"]] = -1
 
     def read(self) -> Dict[str, int]:
-        return {name: int(self.view[i]) for name, i in constants.STATUS.items()}
+        words = self.view[:]  # (one copy of every word)
+        return {name: words[i] for name, i in constants.STATUS.items()}
 
     def frame_index(self) -> int:
         return self.view[_STATUS_FRAME_INDEX]
@@ -171,7 +172,7 @@ class Workspace:
         self.chunk_tiles = 0
         self.saturation_flags = self.chunk_arrivals = self.chunk_depth = torch.empty(0, **int32)
         self.chunk_units = 0
-        self.partials = torch.empty(0, dtype=torch.float32, device=device)
+        self.partials = self.chunk_transmittance = torch.empty(0, dtype=torch.float32, device=device)
         self.status = MappedStatus(device.index)
         self.seen_frame = -1
         self.chunking_recently = True  # until a finished frame says otherwise
@@ -184,7 +185,7 @@ class Workspace:
         # kernelParams of the blending kernels: (frame_args, params, outputs), the last two set per call
         self.frame_arguments = (ctypes.c_void_p * 3)(ctypes.addressof(self.frame_args), None, None)
         self.plan_config: Optional[LPTConfig] = None  # the config whose constants plan_args holds
-        self._point()
+        self.ensure_chunk_tiles(constants.HEAD_CAPACITY)  # (the policy chunks at most that many items; points)
 
     def _point(self) -> None:
         p, f = self.plan_args, self.frame_args
@@ -197,6 +198,7 @@ class Workspace:
         f.saturation_flags, f.chunk_arrivals = p.saturation_flags, self.chunk_arrivals.data_ptr()
         f.partials, f.item_depth = self.partials.data_ptr(), self.item_depth.data_ptr()
         f.status, f.chunk_depth = self.status.device_address, p.chunk_depth
+        f.chunk_transmittance = self.chunk_transmittance.data_ptr()
 
     def ensure_items(self, count: int) -> None:
         if count > self.items:
@@ -222,6 +224,8 @@ class Workspace:
     def ensure_chunk_units(self, units: int) -> None:
         if units > self.chunk_units:
             self.partials = torch.empty(units * self.slot_floats * self.pixels, dtype=torch.float32, device=self.device)
+            # (-1: not finished; the composite of each item restores that for the next frame)
+            self.chunk_transmittance = torch.full((units,), -1.0, dtype=torch.float32, device=self.device)
             self.chunk_units = units
             self._point()
 
@@ -419,8 +423,8 @@ class Rasterizer:
             raise LPTInputError(error)
         plan_mode = config.mode if chunking_allowed else "lpt"
         num_items = intersections.num_items
-        ws.ensure_items(num_items)
-        ws.ensure_chunk_tiles(constants.HEAD_CAPACITY)
+        if num_items > ws.items:
+            ws.ensure_items(num_items)
         if plan_mode in ("chunk", "fixed"):  # comparison modes: room for every item they may chunk
             tiles = num_items if plan_mode == "chunk" else min(num_items, math.ceil(config.heavy_ratio * num_items))
             ws.ensure_chunk_tiles(tiles)

@@ -71,6 +71,7 @@ struct FrameArgs {
     const int* flatten_ids;
     const unsigned char* masks;
     int* chunk_depth;
+    float* chunk_transmittance;
     int n_isects;
     int num_items;
     int num_gaussians;
@@ -568,6 +569,31 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
     leave_queue(f, LPT_WORD_LPT_COUNTER, LPT_WORD_LPT_EXITED);
 }
 
+// Saturation signalled across chunks (one thread, once a chunk has stored its partials): the chunk publishes
+// the largest T among its pixels that did not saturate on their own (0 where all did), then walks the
+// finished prefix of the item's chunks, 0, 1, ...: where the product of those values falls to the
+// threshold, every pixel's product of T has too (each factor bounds that pixel's, and rounding is
+// monotone), so each pixel saturated at or before that chunk, and the later chunks stop at their next
+// batch (saturation_flags). Chunks blend from T = 1, so on their own they often saturate nowhere: without
+// this the last chunk, which takes the list beyond the predicted depth, would walk on behind a saturated
+// item. Whichever of two chunks finishing together publishes last sees both (the fence).
+__device__ inline void signal_saturated_prefix(const FrameArgs& f, int* saturation_flag, int unit, int tile_slot,
+                                               int chunked_tiles, int chunk_count, float open_T) {
+    __stcg(f.chunk_transmittance + unit, open_T);
+    __threadfence();
+    float product = 1.f;
+    for (int c = 0; c < chunk_count; ++c) {
+        const float T = __ldcg(f.chunk_transmittance + c * chunked_tiles + tile_slot);
+        if (T < 0.f) return;  // not finished (or stopped): the prefix ends here
+        product *= T;
+        if (product <= kTransmittanceThreshold) {
+            atomicMin(saturation_flag, c);
+            __threadfence();  // (seen by the composite, which reads the flag once every chunk has arrived)
+            return;
+        }
+    }
+}
+
 // Mechanism 2: the h heaviest items cut into k depth chunks; chunk unit u is chunk u / h of chunked item
 // u % h (chunk-major: every item's first chunk is taken before any second chunk, so deeper chunks start
 // late and often find their item saturated). Each chunk blends from T = 1 and leaves per-pixel partial
@@ -587,6 +613,8 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     __shared__ int broadcast;
     __shared__ int last_arrival;
+    __shared__ int deepest_chunk;  // the composite's depth bound: 1 + the deepest chunk a pixel of the item needs
+    __shared__ unsigned largest_open_T;  // the chunk's largest T among its pixels still blending (float bits)
     if (!launched_with_enough_shared_memory<V>(f)) return;
     const SharedBatch<V> batch(shared_bytes);
     using Accumulator = typename V::template Accumulator<CDIM>;
@@ -631,13 +659,19 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         const bool stopped = blend_range<V, P>(f, params, batch, chunk_start, chunk_end, pixel_ctx, slots[0], blocks,
                                                pixels, saturation_flag, chunk, stop_position);
         bool all_done = true;
+        float open_T = 0.f;
 #pragma unroll
-        for (unsigned p = 0; p < P; ++p) all_done = all_done && pixels[p].done;
+        for (unsigned p = 0; p < P; ++p) {
+            all_done = all_done && pixels[p].done;
+            if (!pixels[p].done) open_T = fmaxf(open_T, pixels[p].T);
+        }
+        if (threadIdx.x == 0) largest_open_T = 0u;
         // every pixel of the item saturated here: chunks after this one cannot contribute
         if (__syncthreads_count(all_done) >= (int)block && threadIdx.x == 0) {
             atomicMin(saturation_flag, chunk);
             atomicMin(f.chunk_depth + tile_slot, stop_position - range_start);
         }
+        if (!stopped && open_T > 0.f) atomicMax(&largest_open_T, __float_as_uint(open_T));  // (T >= 0: bits order)
         if (!stopped) {  // when stopped, an earlier chunk saturated the item: the composite never reads this one
 #pragma unroll
             for (unsigned p = 0; p < P; ++p) {
@@ -650,27 +684,40 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         // the last chunk of the item to arrive composites all of them
         __threadfence();
         __syncthreads();
-        if (threadIdx.x == 0) last_arrival = atomicAdd(f.chunk_arrivals + tile_slot, 1) == chunk_count - 1;
+        if (threadIdx.x == 0) {
+            if (!stopped) signal_saturated_prefix(f, saturation_flag, unit, tile_slot, chunked_tiles, chunk_count,
+                                                  __uint_as_float(largest_open_T));
+            last_arrival = atomicAdd(f.chunk_arrivals + tile_slot, 1) == chunk_count - 1;
+            deepest_chunk = 0;
+        }
         __syncthreads();
         if (last_arrival) {
             __threadfence();
             PixelBlend<V, CDIM> composite[P] = {};
             float first_T[P];  // chunk 0's T (negative: the pixel saturated in chunk 0)
+            int needed_chunks = 0;  // this thread's pixels: chunks up to the one where the product of T falls to the threshold
+            // chunks after the saturation flag's never stored partials: every pixel saturated at or before it
+            const int last_chunk = min(chunk_count - 1, *((volatile const int*)saturation_flag));
 #pragma unroll
             for (unsigned p = 0; p < P; ++p) {
                 composite[p] = PixelBlend<V, CDIM>(true);
                 first_T[p] = -1.f;
                 if (!slots[p].inside) continue;
-                for (int c = 0; c < chunk_count; ++c) {
+                int needed = last_chunk + 1;  // (the whole list where T never falls that low)
+                for (int c = 0; c <= last_chunk; ++c) {
                     const float* chunk_slot = f.partials + ((long long)c * chunked_tiles + tile_slot) * kSlotFloats * pixels_per_cta
                                               + p * block + threadIdx.x;
                     const float signed_T = __ldcg(chunk_slot + (long long)Accumulator::kPartialFloats * pixels_per_cta);
                     if (c == 0) first_T[p] = signed_T;
                     composite[p].acc.combine_partial(chunk_slot, pixels_per_cta, composite[p].T);
                     composite[p].T *= fabsf(signed_T);
+                    if (needed == last_chunk + 1 && (signed_T < 0.f || composite[p].T <= kTransmittanceThreshold))
+                        needed = c + 1;
                     if (signed_T < 0.f) break;  // saturated inside this chunk
                 }
+                needed_chunks = max(needed_chunks, needed);
             }
+            if (needed_chunks > 0) atomicMax(&deepest_chunk, needed_chunks);
             if constexpr (Rewalks<Accumulator>::value) {  // the whole CTA walks (blend_range synchronises it)
                 RewalkPixel<V, CDIM> rewalk[P];
 #pragma unroll
@@ -687,12 +734,20 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
 #pragma unroll
             for (unsigned p = 0; p < P; ++p)
                 if (slots[p].inside) composite[p].acc.write(params, out, slots[p], composite[p].T, -1);
+            __syncthreads();  // (deepest_chunk)
             if (threadIdx.x == 0) {  // leave the item's words as the plan set them: the plan can run again
-                if (f.item_depth != nullptr) f.item_depth[item] = min(f.chunk_depth[tile_slot], length);
+                // the item's depth for the next frame's plan: an upper bound on where the sequential walk stops,
+                // the tighter of the first chunk that saturated every pixel on its own and the end of the
+                // deepest chunk the pixels' products of T needed (chunk-major chunks blend from T = 1, so on
+                // their own they often saturate nowhere: the list length would then be fed back)
+                const int needed_depth = deepest_chunk == chunk_count ? length : min(length, deepest_chunk * chunk_length);
+                if (f.item_depth != nullptr) f.item_depth[item] = min(f.chunk_depth[tile_slot], needed_depth);
                 f.chunk_arrivals[tile_slot] = 0;
                 f.saturation_flags[tile_slot] = chunk_count;
                 f.chunk_depth[tile_slot] = kNoDepth;
             }
+            for (int c = (int)threadIdx.x; c < chunk_count; c += (int)block)
+                f.chunk_transmittance[c * chunked_tiles + tile_slot] = -1.f;
         }
         __syncthreads();  // the staged batch and the broadcast words are reused by the next unit
     }

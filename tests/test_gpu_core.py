@@ -149,6 +149,42 @@ def test_saturation_feedback_orders_by_the_previous_stop_depth():
     assert psnr(colors, ref_colors) >= 76.0
 
 
+def test_chunked_items_feed_back_a_tight_bound_on_their_stop_depth():
+    """A chunked item tells the next frame's plan where the sequential walk stops, up to one chunk: frame after
+    frame, also when its chunks are too short to saturate on their own (wide Gaussians of opacity 0.05 stacked
+    on one spot: T falls to 1e-4 only across chunks). Checked against the exact stop depth of the lpt mode."""
+    means, quats, scales, opacities = random_gaussians(3000, seed=5, cluster=-4000)
+    opacities[-4000:] = 0.05
+    frame = project(means, quats, scales, opacities, *cameras(1, 208, 120), 208, 120)
+    rasterizer = gsplat_lpt.rasterizer_for(VARIANT_3DGS, 3, 16, torch.device("cuda"))
+    exact_stream, chunked_stream = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(exact_stream):
+        render(frame, LPTConfig(mode="lpt"))
+    torch.cuda.synchronize()
+    exact = rasterizer.workspace(exact_stream).item_depth[: frame["isect_offsets"].numel()].cpu()
+    offsets = frame["isect_offsets"].reshape(-1).cpu()
+    lengths = torch.diff(torch.cat([offsets, torch.tensor([frame["flatten_ids"].numel()], dtype=torch.int32)]))
+    config = LPTConfig(mode="fixed", heavy_ratio=0.05, chunk_count=16)
+    checked = 0
+    for _ in range(6):
+        with torch.cuda.stream(chunked_stream):
+            _, (colors, *_, plan) = render(frame, config)
+            report = plan.report()
+        torch.cuda.synchronize()
+        ws = rasterizer.workspace(chunked_stream)
+        h, k = report["chunked_tiles"], report["chunk_count"]
+        assert h > 0 and k == 16
+        depth = ws.item_depth[: offsets.numel()].cpu()
+        for item in ws.lpt_order[:h].tolist():
+            length, stop = int(lengths[item]), int(exact[item])
+            # the exact depth is where a whole batch of the walk found every pixel done (up to one batch late)
+            assert stop - 256 <= depth[item] <= stop + math.ceil(length / k), (item, length, stop, int(depth[item]))
+            checked += stop < length // 4  # the case that matters: saturating long before the end of the list
+    assert checked >= 2
+    ref_colors, _, _ = gsplat_forward(frame)
+    assert psnr(colors, ref_colors) >= 76.0
+
+
 def test_meta_describes_its_own_frame_after_later_frames():
     """meta["lpt"] is read lazily: it keeps its frame's facts even when read after the next frame."""
     import gsplat
