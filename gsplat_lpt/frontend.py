@@ -161,11 +161,15 @@ def chunking_rule(variant, config: LPTConfig, grad: bool) -> Tuple[bool, Optiona
     return True, None
 
 
+# the current CUDA device without torch.cuda.current_device()'s lazy-init check (CUDA tensors exist here)
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
+
 def render(variant, inter: Intersections, params: ctypes.Structure, outputs: ctypes.Structure, channels: int,
            device: torch.device, config: LPTConfig, chunking_allowed: bool, reason: Optional[str]) -> FramePlan:
     """Plan and run one frame on the cached Rasterizer of (device, variant, channels, tile size), with
     the tensors' device current (also when another device is)."""
-    if device.index == torch.cuda.current_device():
+    if device.index == _current_device():
         return _plan_and_run(variant, inter, params, outputs, channels, device, config, chunking_allowed, reason)
     with torch.cuda.device(device):
         return _plan_and_run(variant, inter, params, outputs, channels, device, config, chunking_allowed, reason)

@@ -77,9 +77,10 @@ def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, h
         if not (means2d.dtype is _F32 and conics.dtype is _F32 and colors.dtype is _F32 and opacities.dtype is _F32
                 and isect_offsets.dtype is _I32 and flatten_ids.dtype is _I32):
             return None
-        device = means2d.device
-        if not (device.type == "cuda" and conics.device == device and colors.device == device
-                and opacities.device == device and isect_offsets.device == device and flatten_ids.device == device):
+        index = means2d.get_device()  # (an int: cheaper than comparing torch.device objects)
+        if not (index >= 0 and conics.get_device() == index and colors.get_device() == index
+                and opacities.get_device() == index and isect_offsets.get_device() == index
+                and flatten_ids.get_device() == index):
             return None
         shape, offsets_shape, channels = means2d.shape, isect_offsets.shape, colors.shape[-1]
         dims, n = shape[:-2], shape[-2]
@@ -89,12 +90,13 @@ def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, h
                 and 0 < channels <= frontend.GSPLAT_CHANNELS[-1]
                 and offsets_shape[-2] * tile_size >= height and offsets_shape[-1] * tile_size >= width):
             return None
-        if backgrounds is not None and not (backgrounds.dtype is _F32 and backgrounds.device == device
+        if backgrounds is not None and not (backgrounds.dtype is _F32 and backgrounds.get_device() == index
                                             and backgrounds.shape == (*dims, channels)):
             return None
-        if masks is not None and not (masks.dtype is _BOOL and masks.device == device and masks.shape == offsets_shape):
+        if masks is not None and not (masks.dtype is _BOOL and masks.get_device() == index
+                                      and masks.shape == offsets_shape):
             return None
-        return means2d.numel() // 2, channels, device
+        return means2d.numel() // 2, channels, means2d.device
     except (AttributeError, TypeError):  # not tensors: the full validation names them
         return None
 
@@ -143,9 +145,9 @@ class Frame3DGS:
         None without with_last_ids (inference: nothing needs them)."""
         inter, dims = self.inter, self.image_dims
         H, W, C = inter.image_height, inter.image_width, self.channels
-        render_colors = torch.empty(dims + (H, W, C), dtype=_F32, device=self.device)
-        render_alphas = torch.empty(dims + (H, W, 1), dtype=_F32, device=self.device)
-        last_ids = torch.empty(dims + (H, W), dtype=_I32, device=self.device) if with_last_ids else None
+        render_colors = self.means2d.new_empty(dims + (H, W, C))  # (float32 on the frame's device)
+        render_alphas = self.means2d.new_empty(dims + (H, W, 1))
+        last_ids = self.means2d.new_empty(dims + (H, W), dtype=_I32) if with_last_ids else None
         if inter.num_images == 0:  # nothing to launch
             return render_colors, render_alphas, last_ids, None
         params = Params3DGS(self.means2d.data_ptr(), self.conics.data_ptr(), self.opacities.data_ptr(),
