@@ -123,15 +123,18 @@ def psnr(a, b) -> float:
 def on_stream(stream, fn):
     """fn called with `stream` current: each of our modes keeps its own stream, hence its own workspace (the
     saturation feedback, partial buffers and pixels per thread that earlier frames of the same mode left),
-    as when a user renders with that mode alone."""
+    as when a user renders with that mode alone. The timing enters the stream outside the timed region."""
     def call():
         with torch.cuda.stream(stream):
             return fn()
-    call.stream = stream
+    call.stream, call.inner = stream, fn
     return call
 
 
-def time_interleaved(variants, repeats, warmup=3):
+def time_interleaved(variants, repeats, warmup=3, busy=False, samples=None):
+    """Median ms per call of each variant, interleaved call by call. busy: the GPU is kept busy (a sleep
+    kernel) while the call is enqueued, so that the time is the GPU's alone, without the host time the
+    GPU would otherwise wait through. samples: a dict that receives every call's time."""
     for _ in range(warmup):
         for fn in variants.values():
             fn()
@@ -140,13 +143,34 @@ def time_interleaved(variants, repeats, warmup=3):
     for _ in range(repeats):
         for name, fn in variants.items():
             stream = getattr(fn, "stream", None) or torch.cuda.current_stream()
+            inner = getattr(fn, "inner", fn)
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            fn()
-            stop.record(stream)
+            with torch.cuda.stream(stream):
+                if busy:
+                    torch.cuda._sleep(2_000_000)  # ~1 ms: longer than any call's host time
+                start.record(stream)
+                inner()
+                stop.record(stream)
             stop.synchronize()
             times[name].append(start.elapsed_time(stop))
+    if samples is not None:
+        samples.update(times)
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def auto_trace(call, calls=30):
+    """(h, k, ms) of consecutive auto calls of one frame on its stream: whether the policy's pick, fed back
+    the saturation depths of the call before, settles or oscillates."""
+    trace = []
+    with torch.cuda.stream(call.stream):
+        for _ in range(calls):
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            _, _, stats = call.inner(return_stats=True)
+            stop.record()
+            stop.synchronize()
+            trace.append((stats["chunked_tiles"], stats["chunk_count"], round(start.elapsed_time(stop), 4)))
+    return trace
 
 
 def host_us(fn, calls=50) -> float:
@@ -244,7 +268,8 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=()):
     if NEW_CORE:  # the first auto frames size the partial buffers and learn the stop depths
         for _ in range(3):
             variants["auto"]()
-    ms = time_interleaved(variants, repeats)
+    samples = {}
+    ms = time_interleaved(variants, repeats, samples=samples)
     reference, _ = gsplat_blend(**frame)
     row = {"frame": name, "n_isects": frame["flatten_ids"].numel(), "vanilla_ms": ms["vanilla"], "modes": {}}
     for label, config in configs.items():
@@ -260,6 +285,13 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=()):
     if any(label.startswith("fixed") for label in configs):
         best = min((label for label in configs if label.startswith("fixed")), key=lambda label: ms[label])
         row["best_fixed"] = {"name": best, "ms": ms[best]}
+    row["samples_ms"] = {label: [round(t, 4) for t in samples[label]] for label in ("vanilla", "lpt", "auto")}
+    if "best_fixed" in row:
+        row["samples_ms"]["best_fixed"] = [round(t, 4) for t in samples[row["best_fixed"]["name"]]]
+    busy = time_interleaved({label: variants[label] for label in ("vanilla", "lpt", "auto")}, repeats, busy=True)
+    row["gpu_ms"] = busy  # the same calls with the host time hidden behind earlier GPU work
+    row["auto_trace"] = auto_trace(on_stream(streams["auto"], lambda **kw: gsplat_lpt.rasterize_to_pixels(
+        **frame, config=auto, **kw)))
     row["host_us"] = {"vanilla": host_us(variants["vanilla"]), "lpt": host_us(variants["lpt"]),
                       "auto": host_us(variants["auto"])}
     plan_kernels = ("plan_cluster", "plan_costs", "plan_order") if NEW_CORE else ("plan_frame_fused", "tile_workloads",
@@ -372,6 +404,15 @@ def main() -> None:
               f"cull={r.get('culled_share', float('nan')):.2f}/{r.get('culled_share_blocks', float('nan')):.2f} "
               f"plan auto {split} lpt {r.get('plan_gpu_us_lpt', float('nan')):.1f}")
 
+
+    print(f"\n[{args.tag}] GPU-only ms (host hidden) vanilla/lpt/auto, x; call spread p10-p90 ms lpt | auto; auto picks")
+    for r in rows:
+        g = r["gpu_ms"]
+        spread = " | ".join(f"{statistics.quantiles(r['samples_ms'][m], n=10)[0]:.3f}-"
+                            f"{statistics.quantiles(r['samples_ms'][m], n=10)[-1]:.3f}" for m in ("lpt", "auto"))
+        picks = sorted({(h, k) for h, k, _ in r["auto_trace"]})
+        print(f"[{args.tag}] {r['frame'][:18]:<18} {g['vanilla']:.3f}/{g['lpt']:.3f}/{g['auto']:.3f} "
+              f"{g['vanilla'] / g['lpt']:.2f}x/{g['vanilla'] / g['auto']:.2f}x  {spread}  {picks[:6]}")
 
     if any("best_fixed" in r for r in rows):  # each policy against the best fixed schedule of every such frame
         graded = [r for r in rows if "best_fixed" in r]
