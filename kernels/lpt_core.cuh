@@ -599,8 +599,9 @@ __device__ inline void signal_saturated_prefix(const FrameArgs& f, int* saturati
 // late and often find their item saturated). Each chunk blends from T = 1 and leaves per-pixel partial
 // accumulators and T, stored negated when the pixel saturated inside the chunk (the composite stops
 // there, as the sequential renderer would have stopped at or before it). saturation_flags[slot] (k at
-// the start) is lowered with atomicMin to the first chunk whose pixels all saturated; later chunks
-// check it once per batch and stop. The last chunk of an item to finish composites the item, Eq. (5):
+// the start) is lowered with atomicMin to the first chunk whose pixels all saturated, on their own or
+// across the chunks before it (signal_saturated_prefix); later chunks check it once per batch and stop,
+// and the composite reads no chunk beyond it. The last chunk of an item to finish composites the item, Eq. (5):
 // C = sum_p C_p prod_{q<p} T_q, alpha = 1 - prod T, background with the final T. last_ids of chunked
 // items are -1: the front end never chunks a frame whose backward needs them. A kRewalk accumulator's
 // composite also re-walks the item after chunk 0 (see the concept at the top).
