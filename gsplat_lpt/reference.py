@@ -43,15 +43,18 @@ def _alphas(means2d, conics, opacities, ids: Tensor, px: Tensor, py: Tensor) -> 
     return torch.where((sigma < 0) | (alpha < ALPHA_THRESHOLD), torch.zeros_like(alpha), alpha)
 
 
-def blend_list(alphas: Tensor, colors: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Front-to-back blending of one depth-sorted list from T = 1 for P pixels.
+def blend_list(alphas: Tensor, colors: Tensor, T: Optional[Tensor] = None,
+               done: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Front-to-back blending of one depth-sorted list for P pixels, from T = 1 (or from `T`, the pixels
+    `done` blending nothing: a walk that goes on where another stopped; the color returned is then what
+    this walk adds).
 
     alphas [P, M] (0 = skipped), colors [M, D]. Returns color [P, D], T [P], saturated [P] bool and
     the position (in the list) of the last Gaussian blended [P] (-1 if none)."""
     P, M = alphas.shape
     color = alphas.new_zeros(P, colors.shape[-1])
-    T = alphas.new_ones(P)
-    done = torch.zeros(P, dtype=torch.bool, device=alphas.device)
+    T = alphas.new_ones(P) if T is None else T.clone()
+    done = torch.zeros(P, dtype=torch.bool, device=alphas.device) if done is None else done.clone()
     last = torch.full((P,), -1, dtype=torch.long, device=alphas.device)
     for m in range(M):
         alpha = alphas[:, m]
@@ -118,31 +121,47 @@ def blend_sequential(
 
 
 def chunk_bounds(start: int, end: int, chunk_count: int, covered: Optional[int] = None) -> Iterable[Tuple[int, int]]:
-    """The depth chunks of a tile's range, as the chunk kernel cuts it: `covered` (default: the whole
-    range; with saturation feedback, the predicted depth times a margin) in equal contiguous parts, the
-    last chunk also taking whatever lies beyond."""
+    """The depth chunks of a tile's range, as the chunk kernel cuts it: the first `covered` entries
+    (default: the whole range; with saturation feedback, the predicted depth times a margin) in equal
+    contiguous parts. The compositing CTA walks whatever lies beyond, where pixels are still open
+    (`blend_chunked_list`)."""
     covered = end - start if covered is None else min(covered, end - start)
     length = -(-covered // chunk_count)
     for p in range(chunk_count):
-        chunk_start = min(end, start + p * length)
-        yield chunk_start, (end if p == chunk_count - 1 else min(end, chunk_start + length))
+        chunk_start = min(start + covered, start + p * length)
+        yield chunk_start, min(start + covered, chunk_start + length)
+
+
+def blend_chunked_list(alphas: Tensor, colors: Tensor, chunk_count: int, covered: Optional[int] = None,
+                       inside: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    """One tile's list the way the chunk kernel blends it, for P pixels: the chunks of `chunk_bounds` each
+    from T = 1, stopping behind the first chunk that saturated every pixel on its own (pixels not `inside`
+    the image count as saturated), reduced with Eq. (5); then, where no chunk saturated the tile and the
+    list goes on beyond `covered`, the pixels still open walk on from their composed T.
+    alphas [P, M], colors [M, D]. Returns color [P, D] and T [P]."""
+    M = alphas.shape[1]
+    parts, saturated_chunk = [], chunk_count
+    bounds = list(chunk_bounds(0, M, chunk_count, covered))
+    for p, (a, b) in enumerate(bounds):
+        if saturated_chunk < p:
+            break
+        color, T, done, _ = blend_list(alphas[:, a:b], colors[a:b])
+        if inside is not None:
+            done = done | ~inside
+        if bool(done.all()):
+            saturated_chunk = p
+        parts.append((color, T, done))
+    color, T = reduce_chunks(*(torch.stack([part[i] for part in parts]) for i in range(3)))
+    covered_end = bounds[-1][1]
+    if saturated_chunk < chunk_count or covered_end == M:
+        return color, T
+    done = torch.stack([part[2] for part in parts]).any(dim=0) | (T <= TRANSMITTANCE_THRESHOLD)
+    tail_color, T, _, _ = blend_list(alphas[:, covered_end:], colors[covered_end:], T, done)
+    return color + tail_color, T
 
 
 def _blend_chunked_tile(means2d, conics, colors, opacities, ids, px, py, inside, chunk_count):
-    partial_colors, partial_T, partial_done = [], [], []
-    saturated_chunk = chunk_count  # saturation flag: first chunk whose pixels all saturated
-    for p, (a, b) in enumerate(chunk_bounds(0, ids.numel(), chunk_count)):
-        if saturated_chunk < p:
-            break  # an earlier chunk saturated the tile: this one stops (the reduction never reads it)
-        chunk_ids = ids[a:b]
-        color, T, done, _ = blend_list(_alphas(means2d, conics, opacities, chunk_ids, px, py), colors[chunk_ids])
-        done = done | ~inside
-        if bool(done.all()):
-            saturated_chunk = min(saturated_chunk, p)
-        partial_colors.append(color)
-        partial_T.append(T)
-        partial_done.append(done)
-    return reduce_chunks(torch.stack(partial_colors), torch.stack(partial_T), torch.stack(partial_done))
+    return blend_chunked_list(_alphas(means2d, conics, opacities, ids, px, py), colors[ids], chunk_count, inside=inside)
 
 
 def reduce_chunks(partial_colors: Tensor, partial_T: Tensor, partial_done: Tensor) -> Tuple[Tensor, Tensor]:

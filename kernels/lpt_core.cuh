@@ -652,8 +652,9 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         const int predicted = min(f.sorted_costs[tile_slot], length);
         const int covered = predicted >= length ? length : min(length, (int)ceilf((float)predicted * LPT_DEPTH_MARGIN));
         const int chunk_length = (covered + chunk_count - 1) / chunk_count;
-        const int chunk_start = min(range_end, range_start + chunk * chunk_length);
-        const int chunk_end = chunk == chunk_count - 1 ? range_end : min(range_end, chunk_start + chunk_length);
+        const int covered_end = range_start + covered;  // the composite walks the list beyond, where needed
+        const int chunk_start = min(covered_end, range_start + chunk * chunk_length);
+        const int chunk_end = min(covered_end, chunk_start + chunk_length);
 
         int* saturation_flag = f.saturation_flags + tile_slot;
         int stop_position = chunk_start;
@@ -698,13 +699,14 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
             float first_T[P];  // chunk 0's T (negative: the pixel saturated in chunk 0)
             int needed_chunks = 0;  // this thread's pixels: chunks up to the one where the product of T falls to the threshold
             // chunks after the saturation flag's never stored partials: every pixel saturated at or before it
-            const int last_chunk = min(chunk_count - 1, *((volatile const int*)saturation_flag));
+            const int flag = *((volatile const int*)saturation_flag);  // final: every chunk has arrived
+            const int last_chunk = min(chunk_count - 1, flag);
 #pragma unroll
             for (unsigned p = 0; p < P; ++p) {
-                composite[p] = PixelBlend<V, CDIM>(true);
+                composite[p] = PixelBlend<V, CDIM>(slots[p].inside);
                 first_T[p] = -1.f;
                 if (!slots[p].inside) continue;
-                int needed = last_chunk + 1;  // (the whole list where T never falls that low)
+                int needed = last_chunk + 1;  // (the whole covered range where T never falls that low)
                 for (int c = 0; c <= last_chunk; ++c) {
                     const float* chunk_slot = f.partials + ((long long)c * chunked_tiles + tile_slot) * kSlotFloats * pixels_per_cta
                                               + p * block + threadIdx.x;
@@ -714,11 +716,24 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
                     composite[p].T *= fabsf(signed_T);
                     if (needed == last_chunk + 1 && (signed_T < 0.f || composite[p].T <= kTransmittanceThreshold))
                         needed = c + 1;
-                    if (signed_T < 0.f) break;  // saturated inside this chunk
+                    if (signed_T < 0.f) {  // saturated inside this chunk (or no valid ray: nothing blended)
+                        composite[p].done = true;
+                        break;
+                    }
                 }
+                if (composite[p].T <= kTransmittanceThreshold) composite[p].done = true;
                 needed_chunks = max(needed_chunks, needed);
             }
             if (needed_chunks > 0) atomicMax(&deepest_chunk, needed_chunks);
+            // The list beyond the covered range (the prediction fell short of this frame's depth): the
+            // pixels still open walk on from their composed T, one CTA, gsplat's rule, until they saturate.
+            // A chunk that started there from T = 1 could not stop before the end of the list: it saturates
+            // on its own late or never, and the chunks before it cannot signal a saturation that happens
+            // inside it. No pixel is open where the flag fell (each saturated at or before that chunk).
+            int walked_end = covered_end;
+            if (flag >= chunk_count && covered_end < range_end)
+                blend_range<V, P>(f, params, batch, covered_end, range_end, pixel_ctx, slots[0], blocks, composite,
+                                  nullptr, 0, walked_end);
             if constexpr (Rewalks<Accumulator>::value) {  // the whole CTA walks (blend_range synchronises it)
                 RewalkPixel<V, CDIM> rewalk[P];
 #pragma unroll
@@ -729,6 +744,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
                     rewalk[p].done = !walk || composite[p].acc.rewalk_settled(first_T[p]);
                 }
                 int walk_stop;
+                __syncthreads();  // (the batch of the walk beyond the covered range)
                 blend_range<V, P>(f, params, batch, min(range_end, range_start + chunk_length), range_end, pixel_ctx,
                                   slots[0], blocks, rewalk, nullptr, 0, walk_stop);
             }
@@ -740,8 +756,9 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
                 // the item's depth for the next frame's plan: an upper bound on where the sequential walk stops,
                 // the tighter of the first chunk that saturated every pixel on its own and the end of the
                 // deepest chunk the pixels' products of T needed (chunk-major chunks blend from T = 1, so on
-                // their own they often saturate nowhere: the list length would then be fed back)
-                const int needed_depth = deepest_chunk == chunk_count ? length : min(length, deepest_chunk * chunk_length);
+                // their own they often saturate nowhere), or where the walk beyond the covered range stopped
+                const int needed_depth = deepest_chunk == chunk_count ? walked_end - range_start
+                                                                      : min(length, deepest_chunk * chunk_length);
                 if (f.item_depth != nullptr) f.item_depth[item] = min(f.chunk_depth[tile_slot], needed_depth);
                 f.chunk_arrivals[tile_slot] = 0;
                 f.saturation_flags[tile_slot] = chunk_count;

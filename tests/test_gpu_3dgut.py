@@ -295,6 +295,23 @@ def test_chunked_modes_psnr(case, config):
         assert (colors - ref_colors).abs().max().item() <= 0.1  # one Gaussian at T <= 1e-4 (tests/test_reference.py)
 
 
+@pytest.mark.parametrize("case", ["pinhole-heavy-tile", "fisheye-distorted-2cams"])
+def test_a_prediction_that_falls_short_is_walked_on_by_the_composite(case):
+    """Every item predicted one Gaussian deep (planted as the previous frame's depth): the chunks cover almost
+    nothing and the compositing CTA walks the rest from the composed T; the image stays within the floors."""
+    frame = case_frame(CASE[case], seed=3)
+    ref_colors, ref_alphas, _ = gsplat_forward(frame)
+    config = LPTConfig(mode="fixed", heavy_ratio=0.2, chunk_count=8)
+    *_, plan = ours_forward(frame, config)  # the frame's history: the next call reads the planted depths
+    plan.workspace.item_depth[: frame["isect_offsets"].numel()] = 1
+    colors, alphas, _, plan = ours_forward(frame, config)
+    report = plan.report()
+    assert report["saturation_feedback"] and report["chunked_tiles"] > 0
+    assert psnr(colors, ref_colors) >= 76.0
+    assert psnr(alphas, ref_alphas) >= 76.0
+    assert (colors - ref_colors).abs().max().item() <= 0.1
+
+
 def test_eager_auto_policy_chunks_the_heavy_tile():
     frame = case_frame(CASE["pinhole-heavy-tile"])
     _, _, _, plan = ours_forward(frame, CHUNKED_MODES[-1])

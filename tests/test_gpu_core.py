@@ -185,6 +185,45 @@ def test_chunked_items_feed_back_a_tight_bound_on_their_stop_depth():
     assert psnr(colors, ref_colors) >= 76.0
 
 
+def test_a_prediction_that_falls_short_is_walked_on_from_the_composed_transmittance():
+    """Where the predicted depth falls short of this frame's (a quarter of the exact stop depth is planted as
+    the previous frame's), the chunks cover the prediction and the compositing CTA walks on from each open
+    pixel's composed T: the image is gsplat's, and the depth fed back is where the walk really stopped (one
+    batch of the lpt mode's), not the end of the list or a chunk that blended on from T = 1."""
+    means, quats, scales, opacities = random_gaussians(3000, seed=5, cluster=-4000)
+    opacities[-4000:] = 0.05
+    frame = project(means, quats, scales, opacities, *cameras(1, 208, 120), 208, 120)
+    rasterizer = gsplat_lpt.rasterizer_for(VARIANT_3DGS, 3, 16, torch.device("cuda"))
+    exact_stream, chunked_stream = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(exact_stream):
+        render(frame, LPTConfig(mode="lpt"))
+    torch.cuda.synchronize()
+    items = frame["isect_offsets"].numel()
+    exact = rasterizer.workspace(exact_stream).item_depth[:items].clone()
+    offsets = frame["isect_offsets"].reshape(-1).cpu()
+    lengths = torch.diff(torch.cat([offsets, torch.tensor([frame["flatten_ids"].numel()], dtype=torch.int32)]))
+    config = LPTConfig(mode="fixed", heavy_ratio=0.2, chunk_count=8)
+    with torch.cuda.stream(chunked_stream):
+        render(frame, config)  # the frame's history: the next call uses the planted depths
+        ws = rasterizer.workspace(chunked_stream)
+        ws.item_depth[:items] = torch.clamp(exact // 8, min=1)
+        _, (colors, alphas, _, plan) = render(frame, config)
+        report = plan.report()
+    torch.cuda.synchronize()
+    assert report["saturation_feedback"] and report["chunked_tiles"] > 0
+    depth, exact = ws.item_depth[:items].cpu(), exact.cpu()
+    checked = 0
+    for item in ws.lpt_order[: report["chunked_tiles"]].tolist():
+        length, stop = int(lengths[item]), int(exact[item])
+        if math.ceil(max(1, stop // 8) * constants.DEPTH_MARGIN) < stop - 256:  # the walk went beyond the chunks
+            assert stop - 256 <= depth[item] <= stop + 256, (item, length, stop, int(depth[item]))
+            checked += stop + 256 < length  # (where it stopped before the end of the list)
+    assert checked >= 2
+    ref_colors, ref_alphas, _ = gsplat_forward(frame)
+    assert psnr(colors, ref_colors) >= 76.0
+    assert psnr(alphas, ref_alphas) >= 76.0
+
+
 def test_meta_describes_its_own_frame_after_later_frames():
     """meta["lpt"] is read lazily: it keeps its frame's facts even when read after the next frame."""
     import gsplat

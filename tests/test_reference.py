@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from gsplat_lpt.reference import blend_list, blend_sequential, chunk_bounds, reduce_chunks
+from gsplat_lpt.reference import blend_chunked_list, blend_list, blend_sequential, chunk_bounds, reduce_chunks
 
 
 def psnr(a, b):
@@ -58,6 +58,43 @@ def test_chunk_bounds_are_contiguous_and_cover():
         bounds = list(chunk_bounds(start, end, k))
         assert len(bounds) == k and bounds[0][0] == start and bounds[-1][1] == end
         assert all(b[1] == n[0] for b, n in zip(bounds, bounds[1:]))
+
+
+def test_chunk_bounds_cover_only_the_predicted_depth():
+    """With a prediction, the chunks end at `covered` (the composite walks the rest, where needed)."""
+    for start, end, k, covered in [(0, 100, 4, 30), (10, 1000, 16, 400), (0, 50, 8, 3), (5, 40, 4, 100)]:
+        bounds = list(chunk_bounds(start, end, k, covered))
+        assert len(bounds) == k and bounds[0][0] == start and bounds[-1][1] == start + min(covered, end - start)
+        assert all(b[1] == n[0] and b[0] <= b[1] for b, n in zip(bounds, bounds[1:]))
+
+
+@pytest.mark.parametrize("chunk_count,covered", [(4, 12), (8, 1), (3, 49), (16, 200)])
+def test_a_prediction_that_falls_short_is_walked_on_from_the_composed_transmittance(chunk_count, covered):
+    """Without saturation, chunks over the first `covered` entries and the walk beyond them from the composed T
+    are one pass over the whole list (Eq. 5 and the continued walk, float64)."""
+    g = torch.Generator().manual_seed(chunk_count + covered)
+    alphas = torch.rand(32, 50, generator=g, dtype=torch.float64) * 0.08
+    colors = torch.rand(50, 4, generator=g, dtype=torch.float64)
+    whole_color, whole_T, _, _ = blend_list(alphas, colors)
+    color, T = blend_chunked_list(alphas, colors, chunk_count, covered)
+    assert torch.allclose(color, whole_color, atol=1e-12)
+    assert torch.allclose(T, whole_T, atol=1e-12)
+
+
+def test_the_walk_beyond_the_prediction_stops_where_the_sequential_walk_stops():
+    """Opaque enough that every pixel saturates beyond the covered range, but no chunk does on its own: the
+    walk beyond goes on from the composed T, so each pixel stops at the Gaussian where the sequential walk
+    stops (the chunks' own walks from T = 1 would have gone on long after it)."""
+    g = torch.Generator().manual_seed(3)
+    alphas = 0.05 + torch.rand(16, 400, generator=g, dtype=torch.float64) * 0.03
+    colors = torch.rand(400, 3, generator=g, dtype=torch.float64)
+    whole_color, whole_T, whole_done, _ = blend_list(alphas, colors)
+    assert bool(whole_done.all())
+    _, _, chunk_done, _ = blend_list(alphas[:, :10], colors[:10])
+    assert not bool(chunk_done.any())  # chunks of 10 entries saturate nowhere on their own
+    color, T = blend_chunked_list(alphas, colors, 4, covered=40)
+    assert torch.allclose(color, whole_color, atol=1e-12)
+    assert torch.allclose(T, whole_T, atol=1e-12)
 
 
 def garden_frame(data_dir, count=1500, width=96, height=64, seed=0):
