@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def run(frames) -> None:
+def run(frames, graphs: bool = False) -> None:
     import gsplat_lpt
     from bench_core import bonsai_frame, ladder_frames
     from gsplat_lpt import LPTConfig
@@ -39,6 +39,8 @@ def run(frames) -> None:
                  "auto": lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="auto")),
                  "lpt": lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="lpt"))}
         for mode, call in calls.items():
+            if graphs:
+                call = captured(call)
             for _ in range(4):  # warm-up: compiled kernels, grown buffers, saturation feedback
                 call()
             torch.cuda.synchronize()
@@ -49,22 +51,38 @@ def run(frames) -> None:
             print(f"{name}\t{mode}", file=sys.stderr, flush=True)
 
 
-def summarize(csv_path: Path, windows_path: Path) -> None:
+def captured(call):
+    """`call` warmed up on a stream of its own (its workspace: grown buffers, saturation feedback) and captured
+    there in a CUDA graph: the replay, profiled with `ncu --graph-profiling graph`, is one workload whose
+    kernels co-execute as in a real frame (the chunk kernel beside the LPT kernel)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(4):
+            call()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        call()
+    return graph.replay
+
+
+def summarize(csv_path: Path, windows_path: Path, graphs: bool = False) -> None:
     windows = [line.split("\t") for line in windows_path.read_text().splitlines() if "\t" in line]
     rows = [row for row in csv.DictReader(line for line in csv_path.read_text().splitlines() if line.startswith('"'))
-            if row.get("Kernel Name") and row.get("sm__cycles_active.avg") not in (None, "", "cycle")]
+            if (graphs or row.get("Kernel Name")) and row.get("sm__cycles_active.avg") not in (None, "", "cycle")]
     kernels = []
     for row in rows:
-        name = row["Kernel Name"]
+        name = row.get("Kernel Name") or "graph"
         active = float(row["sm__cycles_active.avg"].replace(",", ""))
         elapsed = float(row["sm__cycles_elapsed.avg"].replace(",", ""))
         duration = float(row["gpu__time_duration.sum"].replace(",", ""))
         kernels.append((name, active, elapsed, duration))
     # split the kernel sequence into the windows: gsplat's call is one kernel; ours starts with the plan
-    # (plan_cluster, or plan_costs where the frame takes two launches)
+    # (plan_cluster, or plan_costs where the frame takes two launches); a profiled graph is one row
     groups, current = [], []
     for kernel in kernels:
-        if current and (kernel[0].startswith(("plan_costs", "plan_cluster")) or "rasterize_to_pixels" in kernel[0]):
+        if current and (graphs or kernel[0].startswith(("plan_costs", "plan_cluster")) or "rasterize_to_pixels" in kernel[0]):
             groups.append(current)
             current = []
         current.append(kernel)
@@ -84,11 +102,14 @@ def main() -> None:
     parser.add_argument("--frames", nargs="*", default=["balanced", "moderate", "street", "extreme", "rig", "foliage",
                                                          "mixed", "bonsai"])
     parser.add_argument("--summarize", nargs=2, type=Path, metavar=("NCU_CSV", "WINDOWS"))
+    parser.add_argument("--graphs", action="store_true",
+                        help="each call captured in a CUDA graph, for ncu --graph-profiling graph (co-executing kernels "
+                             "measured together)")
     args = parser.parse_args()
     if args.summarize:
-        summarize(*args.summarize)
+        summarize(*args.summarize, graphs=args.graphs)
     else:
-        run(args.frames)
+        run(args.frames, args.graphs)
 
 
 if __name__ == "__main__":
