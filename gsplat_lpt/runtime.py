@@ -318,6 +318,9 @@ class FramePlan:
         return "blocks" if blocks else "rows"
 
 
+SIDE_STREAM_PRIORITY = -1  # torch's high priority (lower is higher)
+
+
 class Rasterizer:
     """Compiled kernels, K, the side stream and per-stream workspaces of one (device, variant, channels,
     tile size). Get one with `rasterizer_for`."""
@@ -367,7 +370,11 @@ class Rasterizer:
             self.concurrent_ctas_two = self._concurrent_ctas(self.persistent_two, self.block // 2)
             self._persistent_two = self.persistent_two.kernel.ptr
         self.slot_floats = variant.partial_floats(channels) + 1
-        self.side_stream = torch.cuda.Stream(device=self.device)
+        # The chunk kernel's stream has a higher priority than the default one: where both kernels' CTAs wait
+        # for SM room at once (a host running ahead of the GPU, a CUDA graph), the block scheduler prefers
+        # the chunk kernel's (the heaviest items' chunks). It does not order the launches themselves: on the
+        # H200 half the calls of some frames still found the LPT kernel's K CTAs resident first.
+        self.side_stream = torch.cuda.Stream(device=self.device, priority=SIDE_STREAM_PRIORITY)
         self._side = self.side_stream.cuda_stream
         # reused events, as raw handles (a torch Event's record and wait cost several us of Python each):
         # the chunk kernel waits for the plan (fork), and the current stream for the chunk kernel (join)
