@@ -4,7 +4,7 @@ One `Rasterizer` per (device, variant, channel count, tile size) owns the compil
 stream and a `Workspace` per CUDA stream, reused across frames:
 
     plan = rasterizer.plan(intersections, config)     # one or two small kernels; nothing waits for the GPU
-    rasterizer.run(plan, params, outputs)             # chunk kernel (side stream) beside the LPT kernel
+    rasterizer.run(plan, params, outputs)             # chunk kernel, and the LPT kernel beside it
 
 Kernels are CuPy RawModules over kernels/*.cu (gsplat_lpt.compiler), compiled once per (source, channel
 count, CTA size, device) and launched through the CUDA driver with their arguments packed as structs (gsplat_lpt.layouts),
@@ -26,6 +26,7 @@ from torch import Tensor
 from . import constants, layouts
 from .compiler import (ENV_SHARED_MEMORY_LIMIT, blend_shared_bytes, compile_kernels, import_cupy,  # noqa: F401
                        kernel_dir, kernel_source, plan_kernels, shared_memory_limit)
+from .dependent_launch import DependentLaunch
 from .errors import LPTInputError, LPTRuntimeError
 from .config import LPTConfig, warp_block_bits
 
@@ -369,11 +370,16 @@ class Rasterizer:
         if self.two_pixels:  # K of the two-pixel kernel (its CTAs have half the threads)
             self.concurrent_ctas_two = self._concurrent_ctas(self.persistent_two, self.block // 2)
             self._persistent_two = self.persistent_two.kernel.ptr
+        # compute capability 9.0+: the LPT kernel behind the chunk kernel on one stream, started once every chunk
+        # CTA is resident (gsplat_lpt.dependent_launch); elsewhere it runs beside it on the side stream
+        self.lpt_behind_chunks = None
+        if torch.cuda.get_device_capability(device_index)[0] >= 9:
+            self.lpt_behind_chunks = {1: DependentLaunch(self._persistent, self.block, self.shared_bytes)}
+            if self.two_pixels:
+                self.lpt_behind_chunks[2] = DependentLaunch(self._persistent_two, self.block // 2, self.shared_bytes)
         self.slot_floats = variant.partial_floats(channels) + 1
-        # The chunk kernel's stream has a higher priority than the default one: where both kernels' CTAs wait
-        # for SM room at once (a host running ahead of the GPU, a CUDA graph), the block scheduler prefers
-        # the chunk kernel's (the heaviest items' chunks). It does not order the launches themselves: on the
-        # H200 half the calls of some frames still found the LPT kernel's K CTAs resident first.
+        # (before compute capability 9.0) the chunk kernel's stream, at a higher priority: where both kernels'
+        # CTAs wait for SM room, the scheduler prefers the chunks' (it does not order the launches themselves)
         self.side_stream = torch.cuda.Stream(device=self.device, priority=SIDE_STREAM_PRIORITY)
         self._side = self.side_stream.cuda_stream
         # reused events, as raw handles (a torch Event's record and wait cost several us of Python each):
@@ -483,9 +489,9 @@ class Rasterizer:
         return plan
 
     def run(self, plan: FramePlan, params: ctypes.Structure, outputs: ctypes.Structure) -> None:
-        """Launch the frame's blending kernels: the chunk kernel on the side stream (ordered with events
-        against torch's current stream) beside the persistent LPT kernel; both read h and k on the
-        device. A plan can run more than once (the kernels leave the workspace as the plan left it)."""
+        """Launch the frame's blending kernels: the chunk kernel, then the persistent LPT kernel beside it
+        (started once every chunk CTA is resident; before compute capability 9.0 the chunk kernel runs on the
+        side stream, ordered with events); both read h and k on the device. A plan can run more than once (the kernels leave the workspace as the plan left it)."""
         ws = plan.workspace
         if plan.frame_index != ws.planned_frame:
             raise RuntimeError("this FramePlan is stale: the rasterizer has planned another frame since")
@@ -505,6 +511,18 @@ class Rasterizer:
         arguments = ws.frame_arguments
         arguments[1], arguments[2] = ctypes.addressof(params), ctypes.addressof(outputs)
 
+        two = ws.plan_args.two_pixels == 2
+        if plan.chunk_kernel and plan.config.co_execute and self.lpt_behind_chunks is not None:
+            # one stream: the chunk kernel, then the LPT kernel, allowed to start as soon as every chunk CTA is
+            # resident (each LPT CTA waits for the chunk kernel before it exits)
+            _launch(self._chunk, min(self.concurrent_ctas, ws.chunk_units), self.block, self.shared_bytes, main,
+                    arguments)
+            if two:
+                self.lpt_behind_chunks[2](min(self.concurrent_ctas_two, inter.num_items), main, arguments)
+            else:
+                self.lpt_behind_chunks[1](min(self.concurrent_ctas, inter.num_items), main, arguments)
+            self._finish(plan)
+            return
         if plan.chunk_kernel:
             # The side stream joins back into the current stream below, before anything else runs there,
             # so tensors allocated on the current stream need no record_stream.
@@ -515,7 +533,7 @@ class Rasterizer:
             grid = min(self.concurrent_ctas, ws.chunk_units)
             # launched first: its CTAs (the heaviest items' chunks) are resident before the LPT kernel's
             _launch(self._chunk, grid, self.block, self.shared_bytes, side, arguments)
-        if ws.plan_args.two_pixels == 2:
+        if two:
             _launch(self._persistent_two, min(self.concurrent_ctas_two, inter.num_items), self.block // 2,
                     self.shared_bytes, main, arguments)
         else:
@@ -524,7 +542,12 @@ class Rasterizer:
         if plan.chunk_kernel and side != main:
             _cuda_runtime.eventRecord(self._join, side)
             _cuda_runtime.streamWaitEvent(main, self._join, 0)
-        ws.history = inter.history_key()
+        self._finish(plan)
+
+    def _finish(self, plan: FramePlan) -> None:
+        """After the launches: the frame's geometry for the next plan's feedback, and the input check."""
+        ws = plan.workspace
+        ws.history = plan.intersections.history_key()
         if plan.config.check_inputs:
             plan.stream.synchronize()
             ws.seen_frame = max(ws.seen_frame, plan.frame_index)  # reported here, not again by the next call

@@ -467,6 +467,21 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
     return false;
 }
 
+// Programmatic dependent launch (compute capability 9.0+; no-ops before it and in kernels launched without it):
+// the runtime launches the LPT kernel behind the chunk kernel on one stream, allowed to start once every chunk
+// CTA has executed allow_dependent_launch (or exited), and each LPT CTA waits for the chunk kernel to complete
+// before it exits, so that work after the LPT kernel on the stream sees both kernels' outputs.
+__device__ inline void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ inline void wait_for_preceding_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Persistent-queue position of this CTA's next work unit, broadcast to the whole CTA. The first unit of
 // each CTA is its blockIdx (the heaviest units start at once, spread over the SMs); every further one
 // costs one atomicAdd by one thread.
@@ -611,6 +626,7 @@ __device__ inline void signal_saturated_prefix(const FrameArgs& f, int* saturati
 template <class V, unsigned CDIM, unsigned P>
 __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& params,
                                   const typename V::Outputs& out) {
+    allow_dependent_launch();  // the LPT kernel starts once every chunk CTA is resident (see the runtime)
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     __shared__ int broadcast;
     __shared__ int last_arrival;
@@ -800,6 +816,7 @@ struct ResidentThreads<V, P, decltype((void)V::kResidentThreads)> {
         lpt_persistent_blend_##SUFFIX##_##CDIM##_##MAX_THREADS##_##PIXELS(                                    \
             const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
         lpt::lpt_persistent_blend<VARIANT, CDIM, PIXELS>(frame, params, outputs);                             \
+        lpt::wait_for_preceding_grids();                                                                      \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(                                                             \
         MAX_THREADS, (CDIM) <= 4 ? lpt::ResidentThreads<VARIANT, PIXELS>::value / (MAX_THREADS) : 1)          \

@@ -255,6 +255,26 @@ def test_a_plan_runs_twice_with_equal_output(config):
         assert torch.equal(first, second)
 
 
+@pytest.mark.parametrize("config", [LPTConfig(mode="chunk", chunk_count=8, saturation_feedback=False),
+                                    LPTConfig(mode="fixed", heavy_ratio=0.2, chunk_count=16, saturation_feedback=False),
+                                    LPTConfig(mode="fixed", heavy_ratio=0.2, chunk_count=4, saturation_feedback=False,
+                                              pixels_per_thread=2)],
+                         ids=["chunk", "fixed", "fixed-2px"])
+def test_work_after_a_chunked_call_sees_its_whole_image(config):
+    """Calls enqueued while the GPU is still busy (the host ahead of it, as in a render loop): the next op on
+    the stream (a copy) reads the finished image, the chunk kernel's composites included."""
+    frame = small_frame(seed=3, cluster=20000)
+    _, (expected, expected_alphas, _, _) = render(frame, config)
+    torch.cuda.synchronize()
+    for _ in range(4):
+        torch.cuda._sleep(2_000_000)
+        _, (colors, alphas, _, plan) = render(frame, config)
+        copies = colors.clone(), alphas.clone()
+        torch.cuda.synchronize()
+        assert plan.report()["chunked_tiles"] > 0
+        assert torch.equal(copies[0], expected) and torch.equal(copies[1], expected_alphas)
+
+
 def test_a_stale_plan_is_refused():
     frame = small_frame(seed=2)
     ours, (*_, plan) = render(frame, LPTConfig(mode="lpt"))

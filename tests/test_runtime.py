@@ -180,3 +180,15 @@ def test_the_one_launch_plan_is_built_for_gpus_with_clusters_only(arch, clusters
     assert (entries >= set(PLAN_CLUSTER_KERNELS)) == clusters and bool(entries & set(PLAN_CLUSTER_KERNELS)) == clusters
     if clusters:
         assert ptx.count(f".reqnctapercluster {constants.PLAN_CLUSTER}, 1, 1") == len(PLAN_CLUSTER_KERNELS)
+
+
+def test_dependent_launch_structs_have_the_driver_layout():
+    """CUlaunchConfig and CUlaunchAttribute as cuda.h (CUDA 12 and later) lays them out on 64-bit hosts."""
+    import ctypes
+
+    from gsplat_lpt.dependent_launch import LaunchAttribute, LaunchConfig
+
+    assert ctypes.sizeof(LaunchAttribute) == 72 and LaunchAttribute.value.offset == 8
+    assert ctypes.sizeof(LaunchConfig) == 56
+    assert (LaunchConfig.sharedMemBytes.offset, LaunchConfig.hStream.offset, LaunchConfig.attrs.offset,
+            LaunchConfig.numAttrs.offset) == (24, 32, 40, 48)
