@@ -54,7 +54,7 @@ class LPTConfig:
     chunk_counts: Tuple[int, ...] = (2, 4, 8, 16, 32, 64)  # candidate k for "auto"
     max_chunked_tiles: int = 255  # upper bound on h searched by "auto" (the plan sorts about that many items exactly)
     max_chunks: int = 4096  # upper bound on h * k: the partial buffers never hold more chunks
-    co_execute: bool = True  # run the chunk kernel on a side stream beside the LPT kernel
+    co_execute: bool = True  # run the LPT kernel beside the chunk kernel (else after it)
     saturation_feedback: bool = True  # predict an item's cost from where it stopped in the frame before
     cull: bool = True  # drop, per warp, the Gaussians that cannot reach alpha >= 1/255 there (exact)
     pixels_per_thread: int = 0  # pixels per thread of the LPT kernel: 1, 2 (3DGS), 0 = as the last frame's plan asked

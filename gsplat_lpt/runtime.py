@@ -491,7 +491,8 @@ class Rasterizer:
     def run(self, plan: FramePlan, params: ctypes.Structure, outputs: ctypes.Structure) -> None:
         """Launch the frame's blending kernels: the chunk kernel, then the persistent LPT kernel beside it
         (started once every chunk CTA is resident; before compute capability 9.0 the chunk kernel runs on the
-        side stream, ordered with events); both read h and k on the device. A plan can run more than once (the kernels leave the workspace as the plan left it)."""
+        side stream, ordered with events); both read h and k on the device. A plan can run more than once
+        (the kernels leave the workspace as the plan left it)."""
         ws = plan.workspace
         if plan.frame_index != ws.planned_frame:
             raise RuntimeError("this FramePlan is stale: the rasterizer has planned another frame since")

@@ -621,8 +621,9 @@ __device__ inline void signal_saturated_prefix(const FrameArgs& f, int* saturati
 // items are -1: the front end never chunks a frame whose backward needs them. A kRewalk accumulator's
 // composite also re-walks the item after chunk 0 (see the concept at the top).
 // The chunks cover the item's predicted depth (the previous frame's saturation depth times a margin;
-// the whole list without one); the last chunk also takes whatever lies beyond. A chunk's partials are
-// laid out per pixel slot of the CTA: value v of pixel p of thread t at [v * pixels + p * block + t].
+// the whole list without one); where the list goes on and no chunk saturated the item, the composite walks
+// on from each open pixel's composed T. A chunk's partials are laid out per pixel slot of the CTA: value v
+// of pixel p of thread t at [v * pixels + p * block + t].
 template <class V, unsigned CDIM, unsigned P>
 __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& params,
                                   const typename V::Outputs& out) {
