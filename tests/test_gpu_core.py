@@ -149,21 +149,32 @@ def test_saturation_feedback_orders_by_the_previous_stop_depth():
     assert psnr(colors, ref_colors) >= 76.0
 
 
-def test_chunked_items_feed_back_a_tight_bound_on_their_stop_depth():
-    """A chunked item tells the next frame's plan where the sequential walk stops, up to one chunk: frame after
-    frame, also when its chunks are too short to saturate on their own (wide Gaussians of opacity 0.05 stacked
-    on one spot: T falls to 1e-4 only across chunks). Checked against the exact stop depth of the lpt mode."""
+def faint_stack_and_its_stop_depths():
+    """A frame with wide Gaussians of opacity 0.05 stacked on one spot (T falls to 1e-4 only after many of
+    them), the 3DGS rasterizer, the exact stop depth of every item (lpt mode, on a stream of its own; a GPU
+    tensor) and the list lengths (CPU)."""
     means, quats, scales, opacities = random_gaussians(3000, seed=5, cluster=-4000)
     opacities[-4000:] = 0.05
     frame = project(means, quats, scales, opacities, *cameras(1, 208, 120), 208, 120)
     rasterizer = gsplat_lpt.rasterizer_for(VARIANT_3DGS, 3, 16, torch.device("cuda"))
-    exact_stream, chunked_stream = torch.cuda.Stream(), torch.cuda.Stream()
+    exact_stream = torch.cuda.Stream()
     with torch.cuda.stream(exact_stream):
         render(frame, LPTConfig(mode="lpt"))
     torch.cuda.synchronize()
-    exact = rasterizer.workspace(exact_stream).item_depth[: frame["isect_offsets"].numel()].cpu()
+    exact = rasterizer.workspace(exact_stream).item_depth[: frame["isect_offsets"].numel()].clone()
     offsets = frame["isect_offsets"].reshape(-1).cpu()
     lengths = torch.diff(torch.cat([offsets, torch.tensor([frame["flatten_ids"].numel()], dtype=torch.int32)]))
+    return frame, rasterizer, exact, lengths
+
+
+def test_chunked_items_feed_back_a_tight_bound_on_their_stop_depth():
+    """A chunked item tells the next frame's plan where the sequential walk stops, up to one chunk: frame after
+    frame, also when its chunks are too short to saturate on their own (wide Gaussians of opacity 0.05 stacked
+    on one spot: T falls to 1e-4 only across chunks). Checked against the exact stop depth of the lpt mode."""
+    frame, rasterizer, exact, lengths = faint_stack_and_its_stop_depths()
+    exact = exact.cpu()
+    offsets = frame["isect_offsets"].reshape(-1)
+    chunked_stream = torch.cuda.Stream()
     config = LPTConfig(mode="fixed", heavy_ratio=0.05, chunk_count=16)
     checked = 0
     for _ in range(6):
@@ -190,18 +201,9 @@ def test_a_prediction_that_falls_short_is_walked_on_from_the_composed_transmitta
     the previous frame's), the chunks cover the prediction and the compositing CTA walks on from each open
     pixel's composed T: the image is gsplat's, and the depth fed back is where the walk really stopped (one
     batch of the lpt mode's), not the end of the list or a chunk that blended on from T = 1."""
-    means, quats, scales, opacities = random_gaussians(3000, seed=5, cluster=-4000)
-    opacities[-4000:] = 0.05
-    frame = project(means, quats, scales, opacities, *cameras(1, 208, 120), 208, 120)
-    rasterizer = gsplat_lpt.rasterizer_for(VARIANT_3DGS, 3, 16, torch.device("cuda"))
-    exact_stream, chunked_stream = torch.cuda.Stream(), torch.cuda.Stream()
-    with torch.cuda.stream(exact_stream):
-        render(frame, LPTConfig(mode="lpt"))
-    torch.cuda.synchronize()
+    frame, rasterizer, exact, lengths = faint_stack_and_its_stop_depths()
     items = frame["isect_offsets"].numel()
-    exact = rasterizer.workspace(exact_stream).item_depth[:items].clone()
-    offsets = frame["isect_offsets"].reshape(-1).cpu()
-    lengths = torch.diff(torch.cat([offsets, torch.tensor([frame["flatten_ids"].numel()], dtype=torch.int32)]))
+    chunked_stream = torch.cuda.Stream()
     config = LPTConfig(mode="fixed", heavy_ratio=0.2, chunk_count=8)
     with torch.cuda.stream(chunked_stream):
         render(frame, config)  # the frame's history: the next call uses the planted depths
