@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-plan] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-graphs] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-plan] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-graphs] [trace] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -103,6 +103,15 @@ for stage in $stages; do
         --metrics sm__cycles_active.avg,sm__cycles_elapsed.avg,gpu__time_duration.sum \
         python3 tests/device/sm_activity.py ${SM_FRAMES:+--frames $SM_FRAMES} > "$OUT/ncu.csv" 2> "$OUT/ncu_windows.txt"
       python3 tests/device/sm_activity.py --summarize "$OUT/ncu.csv" "$OUT/ncu_windows.txt" | tee "$OUT/sm_activity.txt"
+      ;;
+    trace)
+      # per-unit timeline of auto on imbalanced frames, calls enqueued behind a sleep kernel (host ahead of
+      # the GPU) and on an idle GPU: the blending kernels' span per call, launch order, SM activity
+      for when in busy idle; do
+        python3 tests/device/trace_units.py --frames ${TRACE_FRAMES:-mild moderate severe extreme} --calls 12 \
+          --configs auto $([ $when = busy ] && echo --busy) --out "$OUT/trace_$when" > "$OUT/trace_$when.log" 2>&1
+        grep "^\[spans\]" "$OUT/trace_$when.log" | sed "s/^/$when /"
+      done
       ;;
     sm-activity-graphs)
       # the same with each call captured in a CUDA graph and profiled as one workload: the chunk kernel and

@@ -267,7 +267,8 @@ def main() -> None:
                     summary = summarise(trace, start.elapsed_time(stop), stats["chunked_tiles"], stats["chunk_count"])
                     rows.append(summary)
                     traces.append(trace)
-            key = f"{name}|{spec}{'|busy' if args.busy else ''}|side{args.side_priority}"
+            key = (f"{name}|{spec}{'|busy' if args.busy else ''}"
+                   f"{'' if args.side_priority is None else f'|side{args.side_priority}'}")
             results[key] = rows
             (args.out / f"trace_{name.split(':')[-1]}_{spec.replace(':', '_')}.json").write_text(
                 json.dumps(traces[:12] + [traces[i] for i in np.argsort([r['ms'] for r in rows])[-4:]]))
@@ -279,6 +280,18 @@ def main() -> None:
                       flush=True)
             print(compare_halves(key, rows), flush=True)
     (args.out / "trace_summary.json").write_text(json.dumps(results, indent=1))
+    print_spans(results)
+
+
+def print_spans(results: dict) -> None:
+    print("\n[spans] frame|config: blending kernels' span per call (us) median / slowest; calls whose chunk "
+          "CTAs started after the LPT kernel's; SM activity median (our CTAs resident, kernels co-executing)")
+    for key, rows in results.items():
+        spans = [r["span_us"] for r in rows]
+        late = sum(1 for r in rows if "chunk_cta_start" in r and r["chunk_cta_start"][0] > r["lpt_cta_start"][0])
+        activity = statistics.median(r["sm_activity"] for r in rows)
+        print(f"[spans] {key:<40} {statistics.median(spans):7.1f} / {max(spans):7.1f}   late {late:2d} of "
+              f"{len(rows):2d}   SM {activity:6.1%}")
 
 
 if __name__ == "__main__":
