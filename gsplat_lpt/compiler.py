@@ -121,6 +121,6 @@ def shared_memory_limit(device_index: int) -> int:
 
 
 def blend_shared_bytes(staged_bytes: int, block: int) -> int:
-    """lpt::SharedBatch<V>::bytes: one batch of staged Gaussians and their (id, list position), and the
-    pixel-centre boxes of up to 32 warps (16 bytes each)."""
-    return constants.MAX_BATCH * (staged_bytes + 8) + 32 * 16
+    """lpt::SharedBatch<V>::bytes: one batch of staged Gaussians with their colour rows (16 bytes) and ids (4
+    bytes), and the pixel-centre boxes of up to 32 warps (16 bytes each)."""
+    return constants.MAX_BATCH * (staged_bytes + 16 + 4) + 32 * 16

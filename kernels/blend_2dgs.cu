@@ -216,25 +216,31 @@ struct Surfel2DGS {
             median_idx = 0;
         }
 
+        // Colours read from global memory per blended Gaussian, not staged with the batch: most of a 2DGS
+        // batch is culled (98% of the (Gaussian, warp) pairs on the ladder), and staging every row cost more
+        // than it saved (H200: 6.28 -> 6.85 ms on the balanced ladder frame).
+        static constexpr bool kStagedColor = false;
+
         // gsplat's loop body after vis = alpha * T, in its order.
-        __device__ void add(const Params& p, const Staged&, int g, float vis, float T, unsigned list_index) {
+        __device__ void add(const Params& p, const Staged&, const float4&, int g, float vis, float T,
+                            unsigned list_index) {
             const float* c_ptr = p.colors + (long long)g * CDIM;
             this->add_color(c_ptr, vis);
+            const float depth = c_ptr[CDIM - 1];
             const float* n_ptr = p.normals + (long long)g * 3;
 #pragma unroll
             for (unsigned k = 0; k < 3; ++k) normal[k] += n_ptr[k] * vis;
-            const float depth = c_ptr[CDIM - 1];
             const float distort_bi_0 = vis * depth * (1.0f - T);
             const float distort_bi_1 = vis * accum_vis_depth;
             distort += 2.0f * (distort_bi_0 - distort_bi_1);
             accum_vis_depth += vis * depth;
             if (T > 0.5) {
-                median_depth = c_ptr[CDIM - 1];
+                median_depth = depth;
                 median_idx = list_index;
             }
         }
 
-        __device__ void rewalk(const Params& p, const Staged&, int g, float T, unsigned list_index) {
+        __device__ void rewalk(const Params& p, const Staged&, const float4&, int g, float T, unsigned list_index) {
             if (T > 0.5) {
                 median_depth = p.colors[(long long)g * CDIM + (CDIM - 1)];
                 median_idx = list_index;

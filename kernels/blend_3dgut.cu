@@ -350,6 +350,8 @@ struct Gaussian3DGUT {
     static __device__ bool may_contribute(const Staged&, const lpt::PixelBox&) { return true; }
     static constexpr bool kHasCullBound = false;
 
+    // Colours read from global memory per blended Gaussian (lpt_core.cuh, VariantStagesColor).
+    static constexpr bool kStagedColor = false;
     template <unsigned CDIM>
     using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGUT, CDIM>;
 };

@@ -26,17 +26,23 @@
 // Accumulator concept (ColorAccumulator below is the common one):
 //   static constexpr unsigned kPartialFloats;               // floats a depth chunk leaves per pixel (besides T)
 //   void reset();
-//   void add(const Params&, const Staged&, int gaussian, float vis, float T, unsigned list_index);
+//   void add(const Params&, const Staged&, const float4& color, int gaussian, float vis, float T,
+//            unsigned list_index);                          // color: the Gaussian's staged colour row, below
 //   void store_partial(float* slot, unsigned stride) const; // kPartialFloats values at slot[i * stride]
 //   void combine_partial(const float* slot, unsigned stride, float T_before);  // add a later chunk
 //   void write(const Params&, const Outputs&, const PixelSlot&, float T, int last_index) const;
 //   void poison();                                          // NaN: the frame's input was invalid
 //   static constexpr bool kRewalk;                          // optional (absent: false); see below
+//   static constexpr bool kStagedColor;                     // optional (absent: false); with it
+//   static void stage_color(const Params&, int gaussian, float4& color);
+// An accumulator with kStagedColor has the core stage each Gaussian's colour row (up to 4 floats) in shared
+// memory with the batch, once per batch, and add() reads it there rather than each pixel reading it from
+// global memory; without it, `color` is not read.
 // combine_partial may read the chunk's own final T (stored negated when the pixel saturated inside the
 // chunk) at slot[kPartialFloats * stride]. An accumulator with an output that depends on the sequential
 // transmittance itself rather than on per-chunk sums (2DGS's median depth: the last Gaussian blended while
 // T > 0.5) sets kRewalk and provides
-//   void rewalk(const Params&, const Staged&, int gaussian, float T, unsigned list_index);
+//   void rewalk(const Params&, const Staged&, const float4& color, int gaussian, float T, unsigned list_index);
 //   bool rewalk_settled(float T) const;                     // no Gaussian blended from T on changes it
 // The compositing CTA then walks the item's Gaussians after chunk 0 once more, in order, from chunk 0's
 // final T (chunk 0 blends from T = 1, so that T is bitwise the unchunked kernel's at chunk 1's start),
@@ -178,6 +184,7 @@ __device__ inline PixelBox warp_box(const FrameArgs& f, bool blocks, const Pixel
 template <unsigned CDIM>
 struct ColorAccumulator {
     static constexpr unsigned kPartialFloats = CDIM;  // colours are per-chunk sums: Eq. (5) composes them
+    static constexpr bool kStagedColor = CDIM <= 4;   // one 16-byte shared load per blended Gaussian
     float color[CDIM];
 
     __device__ void reset() {
@@ -187,6 +194,20 @@ struct ColorAccumulator {
     __device__ void add_color(const float* __restrict__ c_ptr, float vis) {
 #pragma unroll
         for (unsigned k = 0; k < CDIM; ++k) color[k] += c_ptr[k] * vis;
+    }
+    // Row g of a [rows, CDIM] colour array into one float4 (CDIM <= 4; the rest 0), once per batch.
+    static __device__ void stage_color_row(const float* __restrict__ colors, int g, float4& staged) {
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
+        const float* row = colors + (long long)g * CDIM;
+#pragma unroll
+        for (unsigned k = 0; k < CDIM && k < 4; ++k) c[k] = row[k];
+        staged = make_float4(c[0], c[1], c[2], c[3]);
+    }
+    // The same products and sums as add_color, the row read from its staged copy.
+    __device__ void add_staged_color(const float4& staged, float vis) {
+        const float* c = &staged.x;  // (CDIM scalar reads: no register for an unused fourth float)
+#pragma unroll
+        for (unsigned k = 0; k < CDIM && k < 4; ++k) color[k] += c[k] * vis;
     }
     __device__ void store_partial(float* slot, unsigned stride) const {
 #pragma unroll
@@ -213,12 +234,33 @@ struct ColorAccumulator {
     }
 };
 
+// Whether a variant's plain colour accumulator has its colour rows staged: false where the traits struct
+// declares `static constexpr bool kStagedColor = false` (3DGUT: its per-pixel ray state already fills the
+// registers, and the staged row pushed its colour sums into local memory inside the per-Gaussian loop).
+template <class V, class = void>
+struct VariantStagesColor {
+    static constexpr bool value = true;
+};
+template <class V>
+struct VariantStagesColor<V, decltype((void)V::kStagedColor)> {
+    static constexpr bool value = V::kStagedColor;
+};
+
 // The accumulator of a variant that blends colours only: row g of Params::colors (CDIM floats), and gsplat's
 // colours, alphas and last_ids written through Outputs (3DGS, 3DGUT).
 template <class V, unsigned CDIM>
 struct PlainColorAccumulator : ColorAccumulator<CDIM> {
-    __device__ void add(const typename V::Params& p, const typename V::Staged&, int g, float vis, float, unsigned) {
-        this->add_color(p.colors + (long long)g * CDIM, vis);
+    static constexpr bool kStagedColor = ColorAccumulator<CDIM>::kStagedColor && VariantStagesColor<V>::value;
+    static __device__ void stage_color(const typename V::Params& p, int g, float4& staged) {
+        ColorAccumulator<CDIM>::stage_color_row(p.colors, g, staged);
+    }
+    __device__ void add(const typename V::Params& p, const typename V::Staged&, const float4& staged_color, int g,
+                        float vis, float, unsigned) {
+        if constexpr (kStagedColor) {
+            this->add_staged_color(staged_color, vis);
+        } else {
+            this->add_color(p.colors + (long long)g * CDIM, vis);
+        }
     }
     __device__ void write(const typename V::Params& p, const typename V::Outputs& out, const PixelSlot& slot, float T,
                           int last_index) const {
@@ -229,7 +271,8 @@ struct PlainColorAccumulator : ColorAccumulator<CDIM> {
 // One pixel's front-to-back state: the transmittance, gsplat's last_ids, and the variant's accumulator.
 template <class V, unsigned CDIM>
 struct PixelBlend {
-    typename V::template Accumulator<CDIM> acc;
+    using Accumulator = typename V::template Accumulator<CDIM>;
+    Accumulator acc;
     float T;
     unsigned last_index;
     bool done;  // saturated (or outside the image, or no valid camera ray): blends nothing more
@@ -238,21 +281,21 @@ struct PixelBlend {
     __device__ explicit PixelBlend(bool active) : T(1.0f), last_index(0), done(!active) { acc.reset(); }
 
     // gsplat's loop body for one Gaussian, operand for operand.
-    __device__ void step(const typename V::Params& params, const typename V::Staged& staged, int gaussian,
-                         const typename V::Pixel& pixel, unsigned list_index) {
+    __device__ void step(const typename V::Params& params, const typename V::Staged& staged, const float4& color,
+                         int gaussian, const typename V::Pixel& pixel, unsigned list_index) {
         float alpha;
         if (!V::evaluate(staged, pixel, alpha)) return;
-        blend(params, staged, gaussian, alpha, list_index);
+        blend(params, staged, color, gaussian, alpha, list_index);
     }
     // The rest of it, for a Gaussian whose alpha passed gsplat's test.
-    __device__ void blend(const typename V::Params& params, const typename V::Staged& staged, int gaussian,
-                          float alpha, unsigned list_index) {
+    __device__ void blend(const typename V::Params& params, const typename V::Staged& staged, const float4& color,
+                          int gaussian, float alpha, unsigned list_index) {
         const float next_T = T * (1.0f - alpha);
         if (next_T <= kTransmittanceThreshold) {  // this pixel is done: exclusive
             done = true;
             return;
         }
-        acc.add(params, staged, gaussian, alpha * T, T, list_index);
+        acc.add(params, staged, color, gaussian, alpha * T, T, list_index);
         last_index = list_index;
         T = next_T;
     }
@@ -268,28 +311,39 @@ struct Rewalks<A, decltype((void)A::kRewalk)> {
     static constexpr bool value = A::kRewalk;
 };
 
+// Whether an accumulator has the core stage colour rows: its kStagedColor, false where it declares none.
+template <class A, class = void>
+struct StagesColor {
+    static constexpr bool value = false;
+};
+template <class A>
+struct StagesColor<A, decltype((void)A::kStagedColor)> {
+    static constexpr bool value = A::kStagedColor;
+};
+
 // The re-walk of a kRewalk accumulator (see the concept above): gsplat's rule for one Gaussian, from the
 // exact sequential T, handing the accumulator each Gaussian blended until it is settled.
 template <class V, unsigned CDIM>
 struct RewalkPixel {
-    typename V::template Accumulator<CDIM>* acc;
+    using Accumulator = typename V::template Accumulator<CDIM>;
+    Accumulator* acc;
     float T;
     bool done;  // settled, saturated, or nothing to walk
 
-    __device__ void step(const typename V::Params& params, const typename V::Staged& staged, int gaussian,
-                         const typename V::Pixel& pixel, unsigned list_index) {
+    __device__ void step(const typename V::Params& params, const typename V::Staged& staged, const float4& color,
+                         int gaussian, const typename V::Pixel& pixel, unsigned list_index) {
         float alpha;
         if (!V::evaluate(staged, pixel, alpha)) return;
-        blend(params, staged, gaussian, alpha, list_index);
+        blend(params, staged, color, gaussian, alpha, list_index);
     }
-    __device__ void blend(const typename V::Params& params, const typename V::Staged& staged, int gaussian,
-                          float alpha, unsigned list_index) {
+    __device__ void blend(const typename V::Params& params, const typename V::Staged& staged, const float4& color,
+                          int gaussian, float alpha, unsigned list_index) {
         const float next_T = T * (1.0f - alpha);
         if (next_T <= kTransmittanceThreshold) {
             done = true;
             return;
         }
-        acc->rewalk(params, staged, gaussian, T, list_index);
+        acc->rewalk(params, staged, color, gaussian, T, list_index);
         T = next_T;
         done = acc->rewalk_settled(T);
     }
@@ -306,23 +360,27 @@ struct PairsEvaluations<V, decltype((void)V::kPairedEvaluation)> {
     static constexpr bool value = V::kPairedEvaluation;
 };
 
-// Dynamic shared memory of a blending CTA: one batch of staged Gaussians, their (Gaussian id, list
-// position), and the pixel-centre box of every warp of the current item (for the cull test).
-// Mirrored by gsplat_lpt.runtime.blend_shared_bytes; checked against %dynamic_smem_size at launch.
+// Dynamic shared memory of a blending CTA: one batch of staged Gaussians, their colour rows (where the
+// accumulator stages them), their Gaussian ids, and the pixel-centre box of every warp of the current item
+// (for the cull test). A Gaussian's list position is the batch's first plus its index in the batch.
+// Mirrored by gsplat_lpt.compiler.blend_shared_bytes; checked against %dynamic_smem_size at launch.
 template <class V>
 struct SharedBatch {
     typename V::Staged* staged;  // [kMaxBatch]
-    int2* entries;               // [kMaxBatch]
+    float4* colors;              // [kMaxBatch]
+    int* gaussians;              // [kMaxBatch]
     PixelBox* boxes;             // [kMaxWarps]
 
     static constexpr unsigned kMaxWarps = 32;
+    static constexpr unsigned kGaussianBytes = (unsigned)sizeof(typename V::Staged) + 16u + 4u;
     static __device__ unsigned bytes(unsigned) {
-        return kMaxBatch * ((unsigned)sizeof(typename V::Staged) + 8u) + kMaxWarps * (unsigned)sizeof(PixelBox);
+        return kMaxBatch * kGaussianBytes + kMaxWarps * (unsigned)sizeof(PixelBox);
     }
     __device__ explicit SharedBatch(unsigned char* shared)
         : staged(reinterpret_cast<typename V::Staged*>(shared)),
-          entries(reinterpret_cast<int2*>(shared + kMaxBatch * sizeof(typename V::Staged))),
-          boxes(reinterpret_cast<PixelBox*>(shared + kMaxBatch * (sizeof(typename V::Staged) + 8))) {}
+          colors(reinterpret_cast<float4*>(shared + kMaxBatch * sizeof(typename V::Staged))),
+          gaussians(reinterpret_cast<int*>(shared + kMaxBatch * (sizeof(typename V::Staged) + 16))),
+          boxes(reinterpret_cast<PixelBox*>(shared + kMaxBatch * kGaussianBytes)) {}
 };
 
 __device__ inline unsigned dynamic_shared_bytes() {
@@ -372,8 +430,12 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
         for (unsigned p = 0; p < P; ++p) done = done && pixel[p].done;
         return done;
     };
-    auto step = [&](int t) {
-        const int2 entry = batch.entries[t];
+    // Gaussian t of the batch starting at list position `first`: its id and colour row are read only where the
+    // accumulator uses them (the compiler drops the other loads).
+    using Accumulator = typename State::Accumulator;
+    auto step = [&](int first, int t) {
+        const int g = batch.gaussians[t];
+        const unsigned list_index = (unsigned)(first + t);
         if constexpr (P > 1) {
             // One copy of the Gaussian in registers for the P pixels (each would load it from shared memory),
             // and every pixel's alpha evaluated before any is blended: P independent chains of arithmetic the
@@ -386,9 +448,9 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
             for (unsigned p = 0; p < P; ++p) passed[p] = V::evaluate(staged, pixel_ctx[p], alpha[p]);
 #pragma unroll
             for (unsigned p = 0; p < P; ++p)
-                if (passed[p] && !pixel[p].done) pixel[p].blend(params, staged, entry.x, alpha[p], (unsigned)entry.y);
+                if (passed[p] && !pixel[p].done) pixel[p].blend(params, staged, batch.colors[t], g, alpha[p], list_index);
         } else {
-            if (!pixel[0].done) pixel[0].step(params, batch.staged[t], entry.x, pixel_ctx[0], (unsigned)entry.y);
+            if (!pixel[0].done) pixel[0].step(params, batch.staged[t], batch.colors[t], g, pixel_ctx[0], list_index);
         }
     };
     // One pixel, two Gaussians t0 < t1 of the walk (a variant with kPairedEvaluation): both alphas first (alpha
@@ -396,14 +458,15 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
     // order, the second skipped if the first saturated the pixel: gsplat's sequence, each Gaussian's
     // arithmetic unchanged.
     constexpr bool kPaired = P == 1 && PairsEvaluations<V>::value;
-    auto step_pair = [&](int t0, int t1) {
-        const int2 entry0 = batch.entries[t0], entry1 = batch.entries[t1];
+    auto step_pair = [&](int first, int t0, int t1) {
         const typename V::Staged staged0 = batch.staged[t0], staged1 = batch.staged[t1];
         float alpha0, alpha1;
         const bool passed0 = V::evaluate(staged0, pixel_ctx[0], alpha0);
         const bool passed1 = V::evaluate(staged1, pixel_ctx[0], alpha1);
-        if (passed0 && !pixel[0].done) pixel[0].blend(params, staged0, entry0.x, alpha0, (unsigned)entry0.y);
-        if (passed1 && !pixel[0].done) pixel[0].blend(params, staged1, entry1.x, alpha1, (unsigned)entry1.y);
+        if (passed0 && !pixel[0].done)
+            pixel[0].blend(params, staged0, batch.colors[t0], batch.gaussians[t0], alpha0, (unsigned)(first + t0));
+        if (passed1 && !pixel[0].done)
+            pixel[0].blend(params, staged1, batch.colors[t1], batch.gaussians[t1], alpha1, (unsigned)(first + t1));
     };
 
     for (int batch_start = range_start; batch_start < range_end; batch_start += batch_capacity) {
@@ -426,11 +489,13 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
             const int g = f.flatten_ids[position];
             if ((unsigned)g < (unsigned)f.num_gaussians) {
                 V::stage(params, g, batch.staged[i]);
+                if constexpr (StagesColor<Accumulator>::value) Accumulator::stage_color(params, g, batch.colors[i]);
             } else {  // never read outside the Gaussian arrays; the call reports it
                 V::stage_inert(batch.staged[i]);
+                if constexpr (StagesColor<Accumulator>::value) batch.colors[i] = make_float4(0.f, 0.f, 0.f, 0.f);
                 atomicOr(f.schedule + LPT_WORD_ERROR, LPT_ERROR_FLATTEN_IDS);
             }
-            batch.entries[i] = make_int2(g, position);
+            batch.gaussians[i] = g;
         }
         __syncthreads();
 
@@ -445,22 +510,22 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
                     if (kPaired && marked != 0u) {
                         const int t1 = base + __ffs(marked) - 1;
                         marked &= marked - 1u;
-                        step_pair(t, t1);
+                        step_pair(batch_start, t, t1);
                     } else {
-                        step(t);
+                        step(batch_start, t);
                     }
                 }
             }
         } else if (kPaired) {
             for (int t = 0; t < count && !all_done(); t += 2) {
                 if (t + 1 < count) {
-                    step_pair(t, t + 1);
+                    step_pair(batch_start, t, t + 1);
                 } else {
-                    step(t);
+                    step(batch_start, t);
                 }
             }
         } else {
-            for (int t = 0; t < count && !all_done(); ++t) step(t);
+            for (int t = 0; t < count && !all_done(); ++t) step(batch_start, t);
         }
     }
     stop_position = range_end;
@@ -742,6 +807,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
                 needed_chunks = max(needed_chunks, needed);
             }
             if (needed_chunks > 0) atomicMax(&deepest_chunk, needed_chunks);
+
             // The list beyond the covered range (the prediction fell short of this frame's depth): the
             // pixels still open walk on from their composed T, one CTA, gsplat's rule, until they saturate.
             // A chunk that started there from T = 1 could not stop before the end of the list: it saturates

@@ -65,10 +65,11 @@ def test_two_pixels_per_thread_only_where_the_tile_rows_pair_up():
 
 
 def test_blend_shared_bytes_formula():
-    # one batch of MAX_BATCH staged Gaussians and their (id, list position), 32 warp boxes, any CTA size
-    assert runtime.blend_shared_bytes(32, 256) == 256 * 32 + 256 * 8 + 32 * 16
-    assert runtime.blend_shared_bytes(32, 1024) == 256 * 32 + 256 * 8 + 32 * 16
-    assert runtime.blend_shared_bytes(96, 64) == 256 * 96 + 256 * 8 + 32 * 16
+    # one batch of MAX_BATCH staged Gaussians, their colour rows (float4) and ids (int), 32 warp boxes, any
+    # CTA size
+    assert runtime.blend_shared_bytes(32, 256) == 256 * 32 + 256 * 16 + 256 * 4 + 32 * 16
+    assert runtime.blend_shared_bytes(32, 1024) == 256 * 32 + 256 * 16 + 256 * 4 + 32 * 16
+    assert runtime.blend_shared_bytes(96, 64) == 256 * 96 + 256 * 16 + 256 * 4 + 32 * 16
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed here")
