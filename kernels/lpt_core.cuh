@@ -674,6 +674,20 @@ __device__ inline void signal_saturated_prefix(const FrameArgs& f, int* saturati
     }
 }
 
+// Where a pixel's sequential walk stops inside chunk c, the first chunk where its product of T falls to the
+// threshold (or that saturated it on its own), from the chunk's start: T_before the product of the chunks
+// before (> threshold), chunk_T the chunk's own final T (blended from 1). The walk stops where the chunk's
+// running T reaches threshold / T_before; with log T falling evenly across the chunk that is the fraction
+// log(threshold / T_before) / log(chunk_T) of it (rounded up; the whole chunk where chunk_T says nothing).
+// An estimate, not a bound: a prediction that falls short is covered by the margin, else walked on from the
+// composed T (and the walk feeds back where it really stopped).
+__device__ inline int estimated_stop(int c, int chunk_length, float T_before, float chunk_T) {
+    float fraction = 1.f;
+    if (chunk_T > 0.f && chunk_T < 1.f && T_before > kTransmittanceThreshold)
+        fraction = fminf(1.f, logf(kTransmittanceThreshold / T_before) / logf(chunk_T));
+    return c * chunk_length + max(1, (int)ceilf(fraction * (float)chunk_length));
+}
+
 // Mechanism 2: the h heaviest items cut into k depth chunks; chunk unit u is chunk u / h of chunked item
 // u % h (chunk-major: every item's first chunk is taken before any second chunk, so deeper chunks start
 // late and often find their item saturated). Each chunk blends from T = 1 and leaves per-pixel partial
@@ -697,6 +711,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
     __shared__ int broadcast;
     __shared__ int last_arrival;
     __shared__ int deepest_chunk;  // the composite's depth bound: 1 + the deepest chunk a pixel of the item needs
+    __shared__ int estimated_depth;  // the composite's estimate of the item's stop depth (see estimated_stop)
     __shared__ unsigned largest_open_T;  // the chunk's largest T among its pixels still blending (float bits)
     if (!launched_with_enough_shared_memory<V>(f)) return;
     const SharedBatch<V> batch(shared_bytes);
@@ -773,6 +788,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
                                                   __uint_as_float(largest_open_T));
             last_arrival = atomicAdd(f.chunk_arrivals + tile_slot, 1) == chunk_count - 1;
             deepest_chunk = 0;
+            estimated_depth = 0;
         }
         __syncthreads();
         if (last_arrival) {
@@ -780,6 +796,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
             PixelBlend<V, CDIM> composite[P] = {};
             float first_T[P];  // chunk 0's T (negative: the pixel saturated in chunk 0)
             int needed_chunks = 0;  // this thread's pixels: chunks up to the one where the product of T falls to the threshold
+            int estimate = 0;  // this thread's pixels: the largest estimated stop depth (from range_start)
             // chunks after the saturation flag's never stored partials: every pixel saturated at or before it
             const int flag = *((volatile const int*)saturation_flag);  // final: every chunk has arrived
             const int last_chunk = min(chunk_count - 1, flag);
@@ -789,15 +806,19 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
                 first_T[p] = -1.f;
                 if (!slots[p].inside) continue;
                 int needed = last_chunk + 1;  // (the whole covered range where T never falls that low)
+                int pixel_estimate = needed * chunk_length;
                 for (int c = 0; c <= last_chunk; ++c) {
                     const float* chunk_slot = f.partials + ((long long)c * chunked_tiles + tile_slot) * kSlotFloats * pixels_per_cta
                                               + p * block + threadIdx.x;
                     const float signed_T = __ldcg(chunk_slot + (long long)Accumulator::kPartialFloats * pixels_per_cta);
                     if (c == 0) first_T[p] = signed_T;
-                    composite[p].acc.combine_partial(chunk_slot, pixels_per_cta, composite[p].T);
+                    const float T_before = composite[p].T;
+                    composite[p].acc.combine_partial(chunk_slot, pixels_per_cta, T_before);
                     composite[p].T *= fabsf(signed_T);
-                    if (needed == last_chunk + 1 && (signed_T < 0.f || composite[p].T <= kTransmittanceThreshold))
+                    if (needed == last_chunk + 1 && (signed_T < 0.f || composite[p].T <= kTransmittanceThreshold)) {
                         needed = c + 1;
+                        pixel_estimate = estimated_stop(c, chunk_length, T_before, fabsf(signed_T));
+                    }
                     if (signed_T < 0.f) {  // saturated inside this chunk (or no valid ray: nothing blended)
                         composite[p].done = true;
                         break;
@@ -805,9 +826,10 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
                 }
                 if (composite[p].T <= kTransmittanceThreshold) composite[p].done = true;
                 needed_chunks = max(needed_chunks, needed);
+                estimate = max(estimate, pixel_estimate);
             }
             if (needed_chunks > 0) atomicMax(&deepest_chunk, needed_chunks);
-
+            if (estimate > 0) atomicMax(&estimated_depth, estimate);
             // The list beyond the covered range (the prediction fell short of this frame's depth): the
             // pixels still open walk on from their composed T, one CTA, gsplat's rule, until they saturate.
             // A chunk that started there from T = 1 could not stop before the end of the list: it saturates
@@ -834,14 +856,15 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
 #pragma unroll
             for (unsigned p = 0; p < P; ++p)
                 if (slots[p].inside) composite[p].acc.write(params, out, slots[p], composite[p].T, -1);
-            __syncthreads();  // (deepest_chunk)
+            __syncthreads();  // (deepest_chunk, estimated_depth)
             if (threadIdx.x == 0) {  // leave the item's words as the plan set them: the plan can run again
-                // the item's depth for the next frame's plan: an upper bound on where the sequential walk stops,
-                // the tighter of the first chunk that saturated every pixel on its own and the end of the
-                // deepest chunk the pixels' products of T needed (chunk-major chunks blend from T = 1, so on
-                // their own they often saturate nowhere), or where the walk beyond the covered range stopped
+                // the item's depth for the next frame's plan: where the walk beyond the covered range stopped,
+                // else the pixels' largest estimated stop inside the chunk each needed (estimated_stop), capped
+                // by the first chunk that saturated every pixel on its own. (The end of the needed chunk, an
+                // upper bound, fed back a depth up to a chunk too deep: a prediction that grew with it, and
+                // items that looked heavier than they are kept their frame chunked.)
                 const int needed_depth = deepest_chunk == chunk_count ? walked_end - range_start
-                                                                      : min(length, deepest_chunk * chunk_length);
+                                                                      : min(length, estimated_depth);
                 if (f.item_depth != nullptr) f.item_depth[item] = min(f.chunk_depth[tile_slot], needed_depth);
                 f.chunk_arrivals[tile_slot] = 0;
                 f.saturation_flags[tile_slot] = chunk_count;
