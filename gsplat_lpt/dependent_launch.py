@@ -11,11 +11,21 @@ so that the LPT kernel completes after the chunk kernel and later work on the st
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Optional
 
 from .errors import LPTRuntimeError
 
 PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+# Set to 1: Rasterizers created afterwards launch the two kernels as before compute capability 9.0 (the chunk
+# kernel on a side stream, joined with events), e.g. to test that arrangement on a newer GPU.
+ENV_NO_DEPENDENT_LAUNCH = "GSPLAT_LPT_NO_DEPENDENT_LAUNCH"
+
+
+def dependent_launch_available(capability_major: int) -> bool:
+    """Whether the runtime launches the LPT kernel behind the chunk kernel (compute capability 9.0+, unless
+    GSPLAT_LPT_NO_DEPENDENT_LAUNCH=1)."""
+    return capability_major >= 9 and os.environ.get(ENV_NO_DEPENDENT_LAUNCH, "0") != "1"
 
 
 class LaunchAttribute(ctypes.Structure):

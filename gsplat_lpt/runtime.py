@@ -26,7 +26,7 @@ from torch import Tensor
 from . import constants, layouts
 from .compiler import (ENV_SHARED_MEMORY_LIMIT, blend_shared_bytes, compile_kernels, import_cupy,  # noqa: F401
                        kernel_dir, kernel_source, plan_kernels, shared_memory_limit)
-from .dependent_launch import DependentLaunch
+from .dependent_launch import DependentLaunch, dependent_launch_available
 from .errors import LPTInputError, LPTRuntimeError
 from .config import LPTConfig, warp_block_bits
 
@@ -373,7 +373,7 @@ class Rasterizer:
         # compute capability 9.0+: the LPT kernel behind the chunk kernel on one stream, started once every chunk
         # CTA is resident (gsplat_lpt.dependent_launch); elsewhere it runs beside it on the side stream
         self.lpt_behind_chunks = None
-        if torch.cuda.get_device_capability(device_index)[0] >= 9:
+        if dependent_launch_available(torch.cuda.get_device_capability(device_index)[0]):
             self.lpt_behind_chunks = {1: DependentLaunch(self._persistent, self.block, self.shared_bytes)}
             if self.two_pixels:
                 self.lpt_behind_chunks[2] = DependentLaunch(self._persistent_two, self.block // 2, self.shared_bytes)

@@ -262,19 +262,34 @@ def test_a_plan_runs_twice_with_equal_output(config):
                                     LPTConfig(mode="fixed", heavy_ratio=0.2, chunk_count=4, saturation_feedback=False,
                                               pixels_per_thread=2)],
                          ids=["chunk", "fixed", "fixed-2px"])
-def test_work_after_a_chunked_call_sees_its_whole_image(config):
+@pytest.mark.parametrize("launch", ["dependent", "side-stream"])
+def test_work_after_a_chunked_call_sees_its_whole_image(config, launch, monkeypatch):
     """Calls enqueued while the GPU is still busy (the host ahead of it, as in a render loop): the next op on
-    the stream (a copy) reads the finished image, the chunk kernel's composites included."""
-    frame = small_frame(seed=3, cluster=20000)
-    _, (expected, expected_alphas, _, _) = render(frame, config)
-    torch.cuda.synchronize()
-    for _ in range(4):
-        torch.cuda._sleep(2_000_000)
-        _, (colors, alphas, _, plan) = render(frame, config)
-        copies = colors.clone(), alphas.clone()
+    the stream (a copy) reads the finished image, the chunk kernel's composites included. Both launch
+    arrangements: the dependent launch (compute capability 9.0+) and the side stream joined with events (what
+    older GPUs take; forced here with GSPLAT_LPT_NO_DEPENDENT_LAUNCH=1)."""
+    if launch == "side-stream":
+        monkeypatch.setenv("GSPLAT_LPT_NO_DEPENDENT_LAUNCH", "1")
+    elif torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the dependent launch needs compute capability 9.0")
+    runtime.reset_rasterizers()
+    try:
+        frame = small_frame(seed=3, cluster=20000)
+        reference = gsplat_forward(frame)
+        _, (expected, expected_alphas, _, first) = render(frame, config)
+        assert (first.rasterizer.lpt_behind_chunks is None) == (launch == "side-stream")
+        assert psnr(expected, reference[0]) > 76
         torch.cuda.synchronize()
-        assert plan.report()["chunked_tiles"] > 0
-        assert torch.equal(copies[0], expected) and torch.equal(copies[1], expected_alphas)
+        for _ in range(4):
+            torch.cuda._sleep(2_000_000)
+            _, (colors, alphas, _, plan) = render(frame, config)
+            copies = colors.clone(), alphas.clone()
+            torch.cuda.synchronize()
+            assert plan.report()["chunked_tiles"] > 0
+            assert torch.equal(copies[0], expected) and torch.equal(copies[1], expected_alphas)
+    finally:
+        monkeypatch.undo()
+        runtime.reset_rasterizers()
 
 
 def test_a_stale_plan_is_refused():

@@ -193,3 +193,15 @@ def test_dependent_launch_structs_have_the_driver_layout():
     assert ctypes.sizeof(LaunchConfig) == 56
     assert (LaunchConfig.sharedMemBytes.offset, LaunchConfig.hStream.offset, LaunchConfig.attrs.offset,
             LaunchConfig.numAttrs.offset) == (24, 32, 40, 48)
+
+
+def test_dependent_launch_needs_compute_capability_9_and_can_be_switched_off(monkeypatch):
+    from gsplat_lpt.dependent_launch import ENV_NO_DEPENDENT_LAUNCH, dependent_launch_available
+
+    monkeypatch.delenv(ENV_NO_DEPENDENT_LAUNCH, raising=False)
+    assert dependent_launch_available(9) and dependent_launch_available(10)
+    assert not dependent_launch_available(8)
+    monkeypatch.setenv(ENV_NO_DEPENDENT_LAUNCH, "1")
+    assert not dependent_launch_available(9)
+    monkeypatch.setenv(ENV_NO_DEPENDENT_LAUNCH, "0")
+    assert dependent_launch_available(9)
