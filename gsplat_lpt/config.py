@@ -29,9 +29,11 @@ def warp_block_bits(warp_shape: str, tile_size: int) -> int:
 # Chosen on one NVIDIA H200 (132 SMs) by timing `auto` with a grid of (lambda, beta) against the best
 # schedule of a fixed (rho, k) grid on every imbalanced ladder frame (tests/device/bench_core.py
 # --fixed-grid --policy-grid; README, "Calibration"): a large beta makes the policy chunk every item whose
-# cost still stands out against the mean work per CTA, which the measured times reward.
+# cost still stands out against the mean work per CTA, which the measured times reward. beta = 3 served the
+# kernels that read colours from global memory; with staged colours (faster blending, relatively dearer
+# chunks) beta = 2 chunks fewer items and measured within 3% of the best fixed schedule on every frame.
 DEFAULT_OVERHEAD_LAMBDA = 2048.0
-DEFAULT_IMBALANCE_BETA = 3.0
+DEFAULT_IMBALANCE_BETA = 2.0
 
 
 @dataclass(frozen=True)
