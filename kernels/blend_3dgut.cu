@@ -350,10 +350,9 @@ struct Gaussian3DGUT {
     static __device__ bool may_contribute(const Staged&, const lpt::PixelBox&) { return true; }
     static constexpr bool kHasCullBound = false;
 
-    // Colours read from global memory per blended Gaussian (lpt_core.cuh, VariantStagesColor).
-    static constexpr bool kStagedColor = false;
+    // Colours read from global memory per blended Gaussian (lpt_core.cuh, PlainColorAccumulator).
     template <unsigned CDIM>
-    using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGUT, CDIM>;
+    using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGUT, CDIM, /*Staged=*/false>;
 };
 
 static_assert(sizeof(Gaussian3DGUT::Staged) == 64, "Gaussian3DGUT::Staged: 52 bytes of data in four 16-byte rows");

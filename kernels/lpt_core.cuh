@@ -63,6 +63,18 @@ constexpr float kMaxAlpha = LPT_MAX_ALPHA;
 constexpr unsigned kMaxBatch = LPT_MAX_BATCH;
 constexpr int kNoDepth = 0x7fffffff;
 
+// NAME<T>::value: the constexpr bool T::MEMBER where T declares it, else FALLBACK (the optional flags of the
+// variant and accumulator concepts).
+#define LPT_OPTIONAL_FLAG(NAME, MEMBER, FALLBACK)                 \
+    template <class T, class = void>                              \
+    struct NAME {                                                 \
+        static constexpr bool value = FALLBACK;                   \
+    };                                                            \
+    template <class T>                                            \
+    struct NAME<T, decltype((void)T::MEMBER)> {                   \
+        static constexpr bool value = T::MEMBER;                  \
+    };
+
 // Host twin: gsplat_lpt.layouts.FrameArgs (sizes and offsets checked at compile time).
 struct FrameArgs {
     int* schedule;
@@ -234,23 +246,13 @@ struct ColorAccumulator {
     }
 };
 
-// Whether a variant's plain colour accumulator has its colour rows staged: false where the traits struct
-// declares `static constexpr bool kStagedColor = false` (3DGUT: its per-pixel ray state already fills the
-// registers, and the staged row pushed its colour sums into local memory inside the per-Gaussian loop).
-template <class V, class = void>
-struct VariantStagesColor {
-    static constexpr bool value = true;
-};
-template <class V>
-struct VariantStagesColor<V, decltype((void)V::kStagedColor)> {
-    static constexpr bool value = V::kStagedColor;
-};
-
 // The accumulator of a variant that blends colours only: row g of Params::colors (CDIM floats), and gsplat's
-// colours, alphas and last_ids written through Outputs (3DGS, 3DGUT).
-template <class V, unsigned CDIM>
+// colours, alphas and last_ids written through Outputs (3DGS, 3DGUT). Staged: the colour rows are staged with
+// the batch where CDIM <= 4 (false for 3DGUT: its per-pixel ray state already fills the registers, and the
+// staged row pushed its colour sums into local memory inside the per-Gaussian loop).
+template <class V, unsigned CDIM, bool Staged = true>
 struct PlainColorAccumulator : ColorAccumulator<CDIM> {
-    static constexpr bool kStagedColor = ColorAccumulator<CDIM>::kStagedColor && VariantStagesColor<V>::value;
+    static constexpr bool kStagedColor = ColorAccumulator<CDIM>::kStagedColor && Staged;
     static __device__ void stage_color(const typename V::Params& p, int g, float4& staged) {
         ColorAccumulator<CDIM>::stage_color_row(p.colors, g, staged);
     }
@@ -302,24 +304,10 @@ struct PixelBlend {
 };
 
 // Whether an accumulator asks for the composite's re-walk: its kRewalk, false where it declares none.
-template <class A, class = void>
-struct Rewalks {
-    static constexpr bool value = false;
-};
-template <class A>
-struct Rewalks<A, decltype((void)A::kRewalk)> {
-    static constexpr bool value = A::kRewalk;
-};
+LPT_OPTIONAL_FLAG(Rewalks, kRewalk, false)
 
 // Whether an accumulator has the core stage colour rows: its kStagedColor, false where it declares none.
-template <class A, class = void>
-struct StagesColor {
-    static constexpr bool value = false;
-};
-template <class A>
-struct StagesColor<A, decltype((void)A::kStagedColor)> {
-    static constexpr bool value = A::kStagedColor;
-};
+LPT_OPTIONAL_FLAG(StagesColor, kStagedColor, false)
 
 // The re-walk of a kRewalk accumulator (see the concept above): gsplat's rule for one Gaussian, from the
 // exact sequential T, handing the accumulator each Gaussian blended until it is settled.
@@ -351,14 +339,7 @@ struct RewalkPixel {
 
 // Whether a variant asks for paired evaluation in its one-pixel kernels (its kPairedEvaluation; false where
 // it declares none): see blend_range.
-template <class V, class = void>
-struct PairsEvaluations {
-    static constexpr bool value = false;
-};
-template <class V>
-struct PairsEvaluations<V, decltype((void)V::kPairedEvaluation)> {
-    static constexpr bool value = V::kPairedEvaluation;
-};
+LPT_OPTIONAL_FLAG(PairsEvaluations, kPairedEvaluation, false)
 
 // Dynamic shared memory of a blending CTA: one batch of staged Gaussians, their colour rows (where the
 // accumulator stages them), their Gaussian ids, and the pixel-centre box of every warp of the current item
