@@ -374,12 +374,11 @@ __device__ inline unsigned dynamic_shared_bytes() {
 // An item's survival through the cull, fed back to the next frame's plan: the (Gaussian, warp) pairs its warps
 // evaluated over those of its walked depth, in units of 1 / LPT_SURVIVAL_ONE (rounded up; one for an item that
 // walked nothing). The plan prices the item's depth by it: a deep list of small Gaussians that most warps
-// skip costs less time than its depth says. In float (one thread computes it while the CTA moves on to the next
-// item: a 64-bit division there showed on short items); an estimate, so its rounding does not matter.
+// skip costs less time than its depth says.
 __device__ inline int survival_through_cull(int evaluations, int depth) {
     if (depth <= 0) return LPT_SURVIVAL_ONE;
-    const float pairs = (float)((blockDim.x + 31u) >> 5) * (float)depth;
-    return min(LPT_SURVIVAL_ONE, (int)ceilf((float)max(evaluations, 0) * (float)LPT_SURVIVAL_ONE / pairs));
+    const long long pairs = (long long)((blockDim.x + 31u) >> 5) * depth;
+    return (int)min((long long)LPT_SURVIVAL_ONE, ((long long)max(evaluations, 0) * LPT_SURVIVAL_ONE + pairs - 1) / pairs);
 }
 
 // Start and end of an item's range in flatten_ids, clamped so that invalid offsets (the plan flags
@@ -644,15 +643,16 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
         for (unsigned p = 0; p < P; ++p)
             if (slots[p].inside)
                 pixels[p].acc.write(params, out, slots[p], pixels[p].T, masked ? -1 : (int)pixels[p].last_index);
-        if ((threadIdx.x & 31u) == 0 && evaluated != 0) atomicAdd(&item_evaluations, evaluated);
+        if (f.item_survival != nullptr) {
+            if ((threadIdx.x & 31u) == 0 && evaluated != 0) atomicAdd(&item_evaluations, evaluated);
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                f.item_survival[item] = survival_through_cull(item_evaluations, stop_position - range_start);
+                item_evaluations = 0;
+            }
+        }
         if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;
         __syncthreads();  // the staged batch and the broadcast word are reused by the next unit
-        // (the next item's evaluations are added after the queue's barrier)
-        if (threadIdx.x == 0) {
-            if (f.item_survival != nullptr)
-                f.item_survival[item] = survival_through_cull(item_evaluations, stop_position - range_start);
-            item_evaluations = 0;
-        }
     }
     leave_queue(f, LPT_WORD_LPT_COUNTER, LPT_WORD_LPT_EXITED);
 }
