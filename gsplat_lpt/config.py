@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal, Tuple
 
-from .constants import HEAD_CAPACITY, MAX_CHUNK_COUNTS, SURVIVAL_ONE
+from .constants import HEAD_CAPACITY, MAX_CHUNK_COUNTS
 
 Mode = Literal["lpt", "chunk", "fixed", "auto"]
 MODES: Tuple[str, ...] = ("lpt", "chunk", "fixed", "auto")
@@ -35,14 +35,6 @@ def warp_block_bits(warp_shape: str, tile_size: int) -> int:
 # on the GPU's time (mean 0.4% above it), against 6% (mean 2.4%) with beta = 3 in the same run.
 DEFAULT_OVERHEAD_LAMBDA = 2048.0
 DEFAULT_IMBALANCE_BETA = 2.0
-# An item's cost is its predicted stop depth weighed by stage_weight + (1 - stage_weight) * survival, its survival
-# through the cull in the frame before (the share of (Gaussian, warp) pairs a warp evaluated): staging a
-# Gaussian and testing it costs time whatever the test says, evaluating it only where it passes. With it, an
-# item's predicted share of the frame follows its measured time (on the H200 the street frame's heaviest item is
-# 4.9 times the mean work per CTA by weighed cost, 14 times by depth, and LPT alone took 3.7 times as long as
-# the balanced schedule). 0.25, 0.5 and 1 (depth alone) chose within noise of each other there; 0.5 measured
-# best (within 2.7% of the best fixed schedule on every imbalanced ladder frame, GPU time).
-DEFAULT_STAGE_WEIGHT = 0.5
 
 
 @dataclass(frozen=True)
@@ -67,7 +59,6 @@ class LPTConfig:
     max_chunks: int = 4096  # upper bound on h * k: the partial buffers never hold more chunks
     co_execute: bool = True  # run the LPT kernel beside the chunk kernel (else after it)
     saturation_feedback: bool = True  # predict an item's cost from where it stopped in the frame before
-    stage_weight: float = DEFAULT_STAGE_WEIGHT  # share of an item's depth that costs time whatever the cull skips
     cull: bool = True  # drop, per warp, the Gaussians that cannot reach alpha >= 1/255 there (exact)
     pixels_per_thread: int = 0  # pixels per thread of the LPT kernel: 1, 2 (3DGS), 0 = as the last frame's plan asked
     warp_shape: str = "auto"  # pixels of a warp: "blocks" of 8 x 4 pixel groups (tile sizes divisible by 8), "rows"
@@ -84,8 +75,6 @@ class LPTConfig:
             raise ValueError(f"LPTConfig.heavy_ratio must be in [0, 1], got {self.heavy_ratio}")
         if self.overhead_lambda < 0 or self.imbalance_beta < 0:
             raise ValueError("LPTConfig.overhead_lambda and imbalance_beta must be >= 0")
-        if not (0.0 <= self.stage_weight <= 1.0):
-            raise ValueError(f"LPTConfig.stage_weight must be in [0, 1], got {self.stage_weight}")
         if not (0.0 <= self.min_gain < 1.0):
             raise ValueError(f"LPTConfig.min_gain must be in [0, 1), got {self.min_gain}")
         if not self.chunk_counts or any(k < 2 or k > 64 for k in self.chunk_counts):
@@ -101,10 +90,6 @@ class LPTConfig:
             raise ValueError(f"LPTConfig.warp_shape must be one of {WARP_SHAPES}, got {self.warp_shape!r}")
         if self.max_chunks < 0:
             raise ValueError(f"LPTConfig.max_chunks must be >= 0, got {self.max_chunks}")
-
-    def stage_weight_units(self) -> int:
-        """stage_weight as the plan takes it: in units of 1 / constants.SURVIVAL_ONE."""
-        return int(round(self.stage_weight * SURVIVAL_ONE))
 
     def replace(self, **changes) -> "LPTConfig":
         return dataclasses.replace(self, **changes)

@@ -86,10 +86,6 @@ MAX_TILE_SIZE = 32  # 1024 threads per CTA
 # Saturation feedback: an item's cost is predicted from the depth (list position) at which the same item
 # of the previous frame stopped; chunk ranges cover the predicted depth times this margin.
 DEPTH_MARGIN = 1.25
-# ... and priced by the work it did there: the blending kernels feed back each item's survival through the cull,
-# the share of (Gaussian, warp) pairs down to its stop depth that a warp evaluated, in units of 1 / SURVIVAL_ONE;
-# the plan weighs the stop depth by stage_weight + (1 - stage_weight) * survival (LPTConfig.stage_weight).
-SURVIVAL_ONE = 1024
 
 # Two pixels per thread (a variant that has them): more throughput, but each item takes longer on its own.
 # The plan asks for two pixels per thread where nothing is chunked and the longest item is at most this
@@ -130,7 +126,6 @@ def cuda_header() -> str:
     lines.append(f"#define LPT_MAX_CHUNK_COUNTS {MAX_CHUNK_COUNTS}")
     lines.append(f"#define LPT_MAX_BATCH {MAX_BATCH}")
     lines.append(f"#define LPT_DEPTH_MARGIN {DEPTH_MARGIN!r}f")
-    lines.append(f"#define LPT_SURVIVAL_ONE {SURVIVAL_ONE}")
     lines.append(f"#define LPT_TWO_PIXEL_MAX_IMBALANCE {TWO_PIXEL_MAX_IMBALANCE!r}")
     lines.append(f"#define LPT_ROWS_MIN_IMBALANCE {ROWS_MIN_IMBALANCE!r}")
     assert len(SCHEDULE_WORDS) <= SCHEDULE_SIZE

@@ -25,12 +25,11 @@ class FrameArgs(ctypes.Structure):
     _fields_ = [
         ("schedule", Pointer),  # int32 [SCHEDULE_SIZE]
         ("lpt_order", Pointer),  # int32 [num_items] work items, heaviest predicted cost first
-        ("predicted_depth", Pointer),  # int32 [num_items] the plan's predicted stop depth of each item
+        ("sorted_costs", Pointer),  # int32 [num_items] predicted cost of lpt_order[i]
         ("saturation_flags", Pointer),  # int32 [chunk tile capacity] first chunk whose pixels all saturated
         ("chunk_arrivals", Pointer),  # int32 [chunk tile capacity] chunks of the tile that have finished
         ("partials", Pointer),  # float32 [chunk units][partial floats][block]
         ("item_depth", Pointer),  # int32 [num_items] list position where each item stopped (feedback), or 0
-        ("item_survival", Pointer),  # int32 [num_items] each item's survival through the cull (feedback), or 0
         ("status", Pointer),  # int32 [STATUS_WORDS] mapped host memory, or 0
         ("tile_offsets", Pointer),  # int32 [num_items]
         ("flatten_ids", Pointer),  # int32 [n_isects]
@@ -60,15 +59,14 @@ class PlanArgs(ctypes.Structure):
         ("tile_offsets", Pointer),  # int32 [num_items]
         ("masks", Pointer),  # uint8 [num_items] or 0
         ("previous_depth", Pointer),  # int32 [num_items] item_depth of the previous frame, or 0
-        ("previous_survival", Pointer),  # int32 [num_items] item_survival of the previous frame, or 0
-        ("costs", Pointer),  # int32 [num_items] predicted stop depth per item (the chunks' FrameArgs.predicted_depth)
+        ("costs", Pointer),  # int32 [num_items] scratch: predicted cost per item
         ("histogram", Pointer),  # int32 [BUCKET_COUNT], zero between plans
         ("cursors", Pointer),  # int32 [BUCKET_COUNT]
         ("schedule", Pointer),  # int32 [SCHEDULE_SIZE]
         ("total", Pointer),  # uint64 [4]: N_total (list lengths), total predicted cost, and their scratch
         ("predicted", Pointer),  # float64 [2]: T(h, k) and T(0, .) of Eq. (6)
         ("lpt_order", Pointer),  # int32 [num_items]
-        ("sorted_costs", Pointer),  # int32 [num_items] predicted cost (work) of lpt_order[i]
+        ("sorted_costs", Pointer),  # int32 [num_items]
         ("saturation_flags", Pointer),  # int32 [chunk tile capacity]
         ("chunk_depth", Pointer),  # int32 [chunk tile capacity]
         ("overhead_lambda", ctypes.c_double),
@@ -85,7 +83,6 @@ class PlanArgs(ctypes.Structure):
         ("num_chunk_counts", ctypes.c_int32),
         ("frame_index", ctypes.c_int32),
         ("two_pixels", ctypes.c_int32),  # 0: no two-pixel kernel; 1 or 2: pixels per thread of this frame
-        ("stage_weight", ctypes.c_int32),  # LPTConfig.stage_weight in units of 1 / SURVIVAL_ONE
         ("chunk_counts", ctypes.c_int32 * MAX_CHUNK_COUNTS),
     ]
 

@@ -45,29 +45,13 @@ def tile_workloads(isect_offsets: Tensor, n_isects: int, masks: Optional[Tensor]
     return workloads.to(torch.int32)
 
 
-def predicted_depths(workloads: Tensor, previous_depth: Optional[Tensor] = None) -> Tensor:
-    """An item's predicted stop depth: its list length, or the depth at which the same item stopped last frame
-    when that is smaller (at least 1 for a non-empty item)."""
+def predicted_costs(workloads: Tensor, previous_depth: Optional[Tensor] = None) -> Tensor:
+    """An item's cost: its list length, or the depth at which the same item stopped last frame when that
+    is smaller (at least 1 for a non-empty item)."""
     if previous_depth is None:
         return workloads
     depth = previous_depth.reshape(-1)[: workloads.numel()].to(workloads.dtype)
     return torch.where(workloads > 0, torch.clamp_min(torch.minimum(workloads, depth), 1), workloads)
-
-
-def predicted_costs(workloads: Tensor, previous_depth: Optional[Tensor] = None,
-                    previous_survival: Optional[Tensor] = None, stage_weight_units: int = 0) -> Tensor:
-    """An item's cost (the unit of Eq. (6) and of the LPT order): its predicted depth, weighed by
-    stage_weight + (1 - stage_weight) * survival where the same item's survival through the cull last frame is
-    known (both in units of 1 / SURVIVAL_ONE: LPTConfig.stage_weight_units(); at least 1 for a non-empty item).
-    The integer operations of kernels/plan.cu predicted_work."""
-    depths = predicted_depths(workloads, previous_depth)
-    if previous_survival is None:
-        return depths
-    one = constants.SURVIVAL_ONE
-    survival = previous_survival.reshape(-1)[: workloads.numel()].to(torch.int64).clamp(0, one)
-    weight = stage_weight_units + ((one - stage_weight_units) * survival + one // 2) // one
-    work = torch.clamp_min((depths.to(torch.int64) * weight + one // 2) // one, 1)
-    return torch.where(depths > 0, work, depths.to(torch.int64)).to(depths.dtype)
 
 
 def cost_buckets(costs: Tensor) -> Tensor:
@@ -209,7 +193,7 @@ def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, con
 class HostPlan:
     """What kernels/plan.cu leaves in the workspace for one frame, computed in PyTorch."""
 
-    costs: Tensor  # [num_items] predicted cost per item (work: depth weighed by survival)
+    costs: Tensor  # [num_items] predicted cost per item
     sorted_costs: Tensor  # exact order (the GPU: exact for the first `head`, by bucket after)
     lpt_order: Tensor  # [num_items] int64
     head: int
@@ -226,15 +210,14 @@ class HostPlan:
 
 def plan_schedule(isect_offsets: Tensor, n_isects: int, concurrent_ctas: int, config: LPTConfig,
                   masks: Optional[Tensor] = None, previous_depth: Optional[Tensor] = None,
-                  capacity: Optional[int] = None, mode: Optional[str] = None,
-                  previous_survival: Optional[Tensor] = None) -> HostPlan:
+                  capacity: Optional[int] = None, mode: Optional[str] = None) -> HostPlan:
     """The whole plan of one frame as the GPU computes it (mode: config.mode unless given)."""
     mode = mode or config.mode
     offsets = isect_offsets.reshape(-1)
     workloads = tile_workloads(offsets, n_isects, masks)
     ends = torch.cat([offsets[1:].to(torch.int64), torch.tensor([n_isects])])
     error = bool(((offsets < 0) | (offsets.to(torch.int64) > ends) | (ends > n_isects)).any())
-    costs = predicted_costs(workloads, previous_depth, previous_survival, config.stage_weight_units())
+    costs = predicted_costs(workloads, previous_depth)
     sorted_costs, order = lpt_order(costs)
     head, nonempty = head_count(costs, config.max_chunked_tiles)
     total_cost = int(costs.to(torch.int64).sum())

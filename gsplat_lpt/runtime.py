@@ -27,7 +27,7 @@ from . import constants, layouts
 from .compiler import (ENV_SHARED_MEMORY_LIMIT, blend_shared_bytes, compile_kernels, import_cupy,  # noqa: F401
                        kernel_dir, kernel_source, plan_kernels, shared_memory_limit)
 from .dependent_launch import DependentLaunch, dependent_launch_available
-from .errors import LPTInputError, LPTRuntimeError, describe_errors
+from .errors import LPTInputError, LPTRuntimeError
 from .config import LPTConfig, warp_block_bits
 
 # Partial buffers "auto" starts with (4096 chunks of 256 RGB pixels); later frames grow them to what the
@@ -169,8 +169,7 @@ class Workspace:
         self.histogram = torch.zeros(constants.BUCKET_COUNT, **int32)
         self.cursors = torch.zeros(constants.BUCKET_COUNT, **int32)
         self.items = 0
-        self.costs = self.lpt_order = self.sorted_costs = torch.empty(0, **int32)
-        self.item_depth = self.item_survival = torch.empty(0, **int32)
+        self.costs = self.lpt_order = self.sorted_costs = self.item_depth = torch.empty(0, **int32)
         self.chunk_tiles = 0
         self.saturation_flags = self.chunk_arrivals = self.chunk_depth = torch.empty(0, **int32)
         self.chunk_units = 0
@@ -196,10 +195,9 @@ class Workspace:
         p.lpt_order, p.sorted_costs = self.lpt_order.data_ptr(), self.sorted_costs.data_ptr()
         p.saturation_flags, p.chunk_depth = self.saturation_flags.data_ptr(), self.chunk_depth.data_ptr()
         f.schedule = p.schedule
-        f.lpt_order, f.predicted_depth = p.lpt_order, p.costs  # (the plan's costs array holds predicted depths)
+        f.lpt_order, f.sorted_costs = p.lpt_order, p.sorted_costs
         f.saturation_flags, f.chunk_arrivals = p.saturation_flags, self.chunk_arrivals.data_ptr()
-        f.partials, f.item_depth, f.item_survival = (self.partials.data_ptr(), self.item_depth.data_ptr(),
-                                                     self.item_survival.data_ptr())
+        f.partials, f.item_depth = self.partials.data_ptr(), self.item_depth.data_ptr()
         f.status, f.chunk_depth = self.status.device_address, p.chunk_depth
         f.chunk_transmittance = self.chunk_transmittance.data_ptr()
 
@@ -211,7 +209,6 @@ class Workspace:
             self.lpt_order = torch.empty(size, **int32)
             self.sorted_costs = torch.empty(size, **int32)
             self.item_depth = torch.zeros(size, **int32)
-            self.item_survival = torch.full((size,), constants.SURVIVAL_ONE, **int32)
             self.items = size
             self.history = None
             self._point()
@@ -458,7 +455,6 @@ class Rasterizer:
         p.tile_offsets = _address(intersections.isect_offsets)
         p.masks = _address(intersections.masks)
         p.previous_depth = ws.frame_args.item_depth if feedback else 0
-        p.previous_survival = ws.frame_args.item_survival if feedback else 0
         p.num_items, p.n_isects = num_items, intersections.n_isects
         p.mode = constants.PLAN_MODES[plan_mode]
         p.chunk_unit_capacity = capacity
@@ -466,8 +462,8 @@ class Rasterizer:
             ws.plan_config = config
             p.overhead_lambda, p.imbalance_beta = config.overhead_lambda, config.imbalance_beta
             p.min_gain, p.heavy_ratio = config.min_gain, config.heavy_ratio
-            p.forced_chunk_count, p.max_chunked_tiles = config.chunk_count, config.max_chunked_tiles
-            p.stage_weight = config.stage_weight_units()
+            p.forced_chunk_count = config.chunk_count
+            p.max_chunked_tiles = config.max_chunked_tiles
             p.concurrent_ctas = self.concurrent_ctas
             p.num_chunk_counts = len(config.chunk_counts)
             for i, k in enumerate(config.chunk_counts):
@@ -559,6 +555,13 @@ class Rasterizer:
             error = describe_errors(int(ws.schedule[constants.SCHEDULE["error"]]), "this call")
             if error is not None:
                 raise LPTInputError(error)
+
+
+def describe_errors(bits: int, where: str) -> Optional[str]:
+    if not bits:
+        return None
+    reasons = "; ".join(message for bit, message in constants.ERROR_MESSAGES.items() if bits & bit)
+    return f"invalid rasterize input in {where}: {reasons}"
 
 
 _rasterizers: Dict[Tuple, Rasterizer] = {}

@@ -79,12 +79,11 @@ constexpr int kNoDepth = 0x7fffffff;
 struct FrameArgs {
     int* schedule;
     const int* lpt_order;
-    const int* predicted_depth;  // per item: the plan's predicted stop depth (what the chunks of an item cover)
+    const int* sorted_costs;
     int* saturation_flags;
     int* chunk_arrivals;
     float* partials;
     int* item_depth;
-    int* item_survival;  // per item: its survival through the cull (item_survival), fed back to the next plan
     int* status;
     const int* tile_offsets;
     const int* flatten_ids;
@@ -371,16 +370,6 @@ __device__ inline unsigned dynamic_shared_bytes() {
     return bytes;
 }
 
-// An item's survival through the cull, fed back to the next frame's plan: the (Gaussian, warp) pairs its warps
-// evaluated over those of its walked depth, in units of 1 / LPT_SURVIVAL_ONE (rounded up; one for an item that
-// walked nothing). The plan prices the item's depth by it: a deep list of small Gaussians that most warps
-// skip costs less time than its depth says.
-__device__ inline int survival_through_cull(int evaluations, int depth) {
-    if (depth <= 0) return LPT_SURVIVAL_ONE;
-    const long long pairs = (long long)((blockDim.x + 31u) >> 5) * depth;
-    return (int)min((long long)LPT_SURVIVAL_ONE, ((long long)max(evaluations, 0) * LPT_SURVIVAL_ONE + pairs - 1) / pairs);
-}
-
 // Start and end of an item's range in flatten_ids, clamped so that invalid offsets (the plan flags
 // them) can never make a CTA loop for ever or read outside flatten_ids.
 __device__ inline void item_range(const FrameArgs& f, int item, int& start, int& end) {
@@ -400,15 +389,13 @@ __device__ inline void item_range(const FrameArgs& f, int item, int& start, int&
 // nothing more. With a saturation_flag (depth chunks) the CTA also stops once an earlier chunk of the same
 // item has saturated all its pixels (checked once per batch).
 // `blocks`: the warps' pixels are 8 x 4 blocks (pixel_rank), which the cull box follows.
-// Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids. `evaluated`
-// (lane-uniform) grows by the Gaussians this warp evaluated (those its cull marked, or every one of each batch
-// it walked without a cull): the work the next frame's plan prices the item by (see item_survival).
+// Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids.
 // State is the pixel's walk: PixelBlend, or RewalkPixel for a composite's re-walk (members done and step).
 template <class V, unsigned P, class State>
 __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params, const SharedBatch<V>& batch,
                             int range_start, int range_end, const typename V::Pixel (&pixel_ctx)[P],
                             const PixelSlot& slot, bool blocks, State (&pixel)[P], const int* saturation_flag,
-                            int chunk_index, int& stop_position, int& evaluated) {
+                            int chunk_index, int& stop_position) {
     const unsigned block = blockDim.x;
     const unsigned thread = threadIdx.x;
     const unsigned warp = thread >> 5, lane = thread & 31u;
@@ -498,7 +485,6 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
                 if (__all_sync(warp_mask, all_done())) break;
                 const int j = base + (int)lane;
                 unsigned marked = __ballot_sync(warp_mask, j < count && V::may_contribute(batch.staged[j], batch.boxes[warp]));
-                evaluated += __popc(marked);
                 while (marked != 0u && !all_done()) {
                     const int t = base + __ffs(marked) - 1;
                     marked &= marked - 1u;
@@ -510,10 +496,8 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
                         step(batch_start, t);
                     }
                 }
-                evaluated -= __popc(marked);  // (left when the warp's pixels saturated)
             }
         } else if (kPaired) {
-            evaluated += count;
             for (int t = 0; t < count && !all_done(); t += 2) {
                 if (t + 1 < count) {
                     step_pair(batch_start, t, t + 1);
@@ -522,7 +506,6 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
                 }
             }
         } else {
-            evaluated += count;
             for (int t = 0; t < count && !all_done(); ++t) step(batch_start, t);
         }
     }
@@ -603,9 +586,7 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
                                      const typename V::Outputs& out) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     __shared__ int broadcast;
-    __shared__ int item_evaluations;  // the current item's (Gaussian, warp) evaluations (item_survival)
     if (!launched_with_enough_shared_memory<V>(f)) return;
-    if (threadIdx.x == 0) item_evaluations = 0;  // (read after the queue's barrier)
     const SharedBatch<V> batch(shared_bytes);
     const int chunked_tiles = f.schedule[LPT_WORD_CHUNKED_TILES];
     const bool invalid_frame = (f.schedule[LPT_WORD_ERROR] & LPT_ERROR_OFFSETS) != 0;
@@ -633,24 +614,16 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
                 pixels[p].T = __int_as_float(0x7fc00000);
             }
         }
-        int range_start = 0, range_end = 0, stop_position = 0, evaluated = 0;
+        int range_start = 0, range_end = 0, stop_position = 0;
         if (!invalid_frame && !masked) {  // gsplat renders the background on masked-out tiles
             item_range(f, item, range_start, range_end);
             blend_range<V, P>(f, params, batch, range_start, range_end, pixel_ctx, slots[0], blocks, pixels, nullptr,
-                              0, stop_position, evaluated);
+                              0, stop_position);
         }
 #pragma unroll
         for (unsigned p = 0; p < P; ++p)
             if (slots[p].inside)
                 pixels[p].acc.write(params, out, slots[p], pixels[p].T, masked ? -1 : (int)pixels[p].last_index);
-        if (f.item_survival != nullptr) {
-            if ((threadIdx.x & 31u) == 0 && evaluated != 0) atomicAdd(&item_evaluations, evaluated);
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                f.item_survival[item] = survival_through_cull(item_evaluations, stop_position - range_start);
-                item_evaluations = 0;
-            }
-        }
         if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;
         __syncthreads();  // the staged batch and the broadcast word are reused by the next unit
     }
@@ -721,9 +694,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
     __shared__ int deepest_chunk;  // the composite's depth bound: 1 + the deepest chunk a pixel of the item needs
     __shared__ int estimated_depth;  // the composite's estimate of the item's stop depth (see estimated_stop)
     __shared__ unsigned largest_open_T;  // the chunk's largest T among its pixels still blending (float bits)
-    __shared__ int chunk_evaluations;  // chunk 0's (Gaussian, warp) evaluations: the item's item_survival
     if (!launched_with_enough_shared_memory<V>(f)) return;
-    if (threadIdx.x == 0) chunk_evaluations = 0;
     const SharedBatch<V> batch(shared_bytes);
     using Accumulator = typename V::template Accumulator<CDIM>;
     constexpr unsigned kSlotFloats = Accumulator::kPartialFloats + 1;  // + T
@@ -756,7 +727,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         int range_start, range_end;
         item_range(f, item, range_start, range_end);
         const int length = range_end - range_start;
-        const int predicted = min(f.predicted_depth[item], length);
+        const int predicted = min(f.sorted_costs[tile_slot], length);
         const int covered = predicted >= length ? length : min(length, (int)ceilf((float)predicted * LPT_DEPTH_MARGIN));
         const int chunk_length = (covered + chunk_count - 1) / chunk_count;
         const int covered_end = range_start + covered;  // the composite walks the list beyond, where needed
@@ -764,9 +735,9 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         const int chunk_end = min(covered_end, chunk_start + chunk_length);
 
         int* saturation_flag = f.saturation_flags + tile_slot;
-        int stop_position = chunk_start, evaluated = 0;
+        int stop_position = chunk_start;
         const bool stopped = blend_range<V, P>(f, params, batch, chunk_start, chunk_end, pixel_ctx, slots[0], blocks,
-                                               pixels, saturation_flag, chunk, stop_position, evaluated);
+                                               pixels, saturation_flag, chunk, stop_position);
         bool all_done = true;
         float open_T = 0.f;
 #pragma unroll
@@ -775,17 +746,10 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
             if (!pixels[p].done) open_T = fmaxf(open_T, pixels[p].T);
         }
         if (threadIdx.x == 0) largest_open_T = 0u;
-        // the item's survival through the cull for the next plan, from its first chunk (which always walks)
-        if (chunk == 0 && (threadIdx.x & 31u) == 0 && evaluated != 0) atomicAdd(&chunk_evaluations, evaluated);
         // every pixel of the item saturated here: chunks after this one cannot contribute
         if (__syncthreads_count(all_done) >= (int)block && threadIdx.x == 0) {
             atomicMin(saturation_flag, chunk);
             atomicMin(f.chunk_depth + tile_slot, stop_position - range_start);
-        }
-        if (chunk == 0 && threadIdx.x == 0) {
-            if (f.item_survival != nullptr)
-                f.item_survival[item] = survival_through_cull(chunk_evaluations, stop_position - chunk_start);
-            chunk_evaluations = 0;
         }
         if (!stopped && open_T > 0.f) atomicMax(&largest_open_T, __float_as_uint(open_T));  // (T >= 0: bits order)
         if (!stopped) {  // when stopped, an earlier chunk saturated the item: the composite never reads this one
@@ -852,10 +816,10 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
             // A chunk that started there from T = 1 could not stop before the end of the list: it saturates
             // on its own late or never, and the chunks before it cannot signal a saturation that happens
             // inside it. No pixel is open where the flag fell (each saturated at or before that chunk).
-            int walked_end = covered_end, walk_evaluations = 0;
+            int walked_end = covered_end;
             if (flag >= chunk_count && covered_end < range_end)
                 blend_range<V, P>(f, params, batch, covered_end, range_end, pixel_ctx, slots[0], blocks, composite,
-                                  nullptr, 0, walked_end, walk_evaluations);
+                                  nullptr, 0, walked_end);
             if constexpr (Rewalks<Accumulator>::value) {  // the whole CTA walks (blend_range synchronises it)
                 RewalkPixel<V, CDIM> rewalk[P];
 #pragma unroll
@@ -865,10 +829,10 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
                     rewalk[p].T = first_T[p];
                     rewalk[p].done = !walk || composite[p].acc.rewalk_settled(first_T[p]);
                 }
-                int walk_stop, rewalk_evaluations = 0;
+                int walk_stop;
                 __syncthreads();  // (the batch of the walk beyond the covered range)
                 blend_range<V, P>(f, params, batch, min(range_end, range_start + chunk_length), range_end, pixel_ctx,
-                                  slots[0], blocks, rewalk, nullptr, 0, walk_stop, rewalk_evaluations);
+                                  slots[0], blocks, rewalk, nullptr, 0, walk_stop);
             }
 #pragma unroll
             for (unsigned p = 0; p < P; ++p)

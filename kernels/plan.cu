@@ -1,10 +1,9 @@
 // The per-frame plan on the GPU, so that no frame waits for the host. Where the GPU has thread-block clusters
 // and the frame has at most LPT_PLAN_CLUSTER * LPT_PLAN_THREADS * LPT_PLAN_CLUSTER_ITEMS items, one launch
 // (plan_cluster, at the end of this file); otherwise two launches of many CTAs:
-//   plan_costs:  every item's predicted depth and cost (predicted_depth, predicted_work: its list length, or
-//                the depth at which the same item stopped last frame when that is smaller, weighed by its survival
-//                through the cull there), N_total, a histogram of cost buckets; the last CTA turns the histogram
-//                into bucket cursors (a counting sort, heaviest bucket first).
+//   plan_costs:  every item's predicted cost (its list length, or the depth at which the same item stopped
+//                last frame when that is smaller), N_total, a histogram of cost buckets; the last CTA turns
+//                the histogram into bucket cursors (a counting sort, heaviest bucket first).
 //   plan_order:  every item scattered to its bucket's range of the LPT order; the last CTA sorts the leading
 //                items exactly (cost descending, item ascending), then runs the policy of Sec. 4.4 / Eq. (6)
 //                on their exact costs and writes h and k for the blending kernels.
@@ -20,7 +19,6 @@ struct PlanArgs {
     const int* tile_offsets;
     const unsigned char* masks;
     const int* previous_depth;
-    const int* previous_survival;
     int* costs;
     int* histogram;
     int* cursors;
@@ -45,7 +43,6 @@ struct PlanArgs {
     int num_chunk_counts;
     int frame_index;
     int two_pixels;  // 0: the variant has no two-pixel kernel; 1 or 2: pixels per thread of this frame
-    int stage_weight;  // of an item's depth, the share that costs time whatever the cull skips (/ LPT_SURVIVAL_ONE)
     int chunk_counts[LPT_MAX_CHUNK_COUNTS];
 };
 
@@ -55,36 +52,6 @@ __device__ inline int cost_bucket(int cost) {
     if (cost <= 0) return 0;
     const unsigned bits = __float_as_uint((float)cost);
     return 1 + (int)((bits - 0x3f800000u) >> (23 - LPT_BUCKET_SUB_BITS));
-}
-
-// An item's predicted stop depth: its list length (0 where masked out, or where its offsets are invalid: then
-// `error` gets LPT_ERROR_OFFSETS), or the depth at which the same item stopped last frame when that is smaller
-// (at least 1). The chunks of an item cover this depth (FrameArgs.predicted_depth).
-__device__ inline int predicted_depth(const PlanArgs& p, int item, int& list_length, int& error) {
-    const int start = p.tile_offsets[item];
-    const int end = item == p.num_items - 1 ? p.n_isects : p.tile_offsets[item + 1];
-    list_length = 0;
-    if (0 <= start && start <= end && end <= p.n_isects) {
-        list_length = end - start;
-    } else {
-        error = LPT_ERROR_OFFSETS;
-    }
-    if (p.masks != nullptr && !p.masks[item]) list_length = 0;  // masked-out tiles do no blending work
-    int depth = list_length;
-    if (p.previous_depth != nullptr && depth > 0) depth = max(1, min(depth, p.previous_depth[item]));
-    return depth;
-}
-
-// An item's predicted cost, the unit of Eq. (6) and of the LPT order (Gaussians that every warp of a CTA
-// evaluates): its predicted depth weighed by stage_weight + (1 - stage_weight) survival, its survival through the
-// cull last frame (FrameArgs.item_survival); the depth itself without feedback. Integer operations, as in
-// plan.predicted_costs.
-__device__ inline int predicted_work(const PlanArgs& p, int item, int depth) {
-    if (p.previous_survival == nullptr || depth <= 0) return depth;
-    constexpr long long one = LPT_SURVIVAL_ONE;
-    const long long survival = min(max(p.previous_survival[item], 0), LPT_SURVIVAL_ONE);
-    const long long weight = p.stage_weight + ((one - p.stage_weight) * survival + one / 2) / one;
-    return (int)max(1ll, ((long long)depth * weight + one / 2) / one);
 }
 
 // Sort key: cost descending, then item ascending, in one 64-bit word (ascending keys).
@@ -379,11 +346,18 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_costs(const 
     const int item = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     unsigned long long length = 0ull, cost = 0ull;
     if (item < p.num_items) {
-        int list_length, error = 0;
-        const int depth = lpt::predicted_depth(p, item, list_length, error);
-        if (error != 0) atomicOr(&block_error, error);
-        const int c = lpt::predicted_work(p, item, depth);
-        p.costs[item] = depth;
+        const int start = p.tile_offsets[item];
+        const int end = item == p.num_items - 1 ? p.n_isects : p.tile_offsets[item + 1];
+        int list_length = 0;
+        if (0 <= start && start <= end && end <= p.n_isects) {
+            list_length = end - start;
+        } else {
+            atomicOr(&block_error, LPT_ERROR_OFFSETS);
+        }
+        if (p.masks != nullptr && !p.masks[item]) list_length = 0;  // masked-out tiles do no blending work
+        int c = list_length;
+        if (p.previous_depth != nullptr && c > 0) c = max(1, min(c, p.previous_depth[item]));
+        p.costs[item] = c;
         lpt::aggregated_increment(histogram, lpt::cost_bucket(c));
         length = (unsigned long long)list_length;
         cost = (unsigned long long)c;
@@ -480,7 +454,7 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
     const int item = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     int cost = 0, bucket = 0, rank = 0;
     if (item < p.num_items) {
-        cost = lpt::predicted_work(p, item, p.costs[item]);
+        cost = p.costs[item];
         bucket = lpt::cost_bucket(cost);
         rank = lpt::aggregated_increment(counts, bucket);
     }
@@ -498,9 +472,8 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
     const int nonempty = p.schedule[LPT_WORD_NONEMPTY_ITEMS];
     const bool invalid = (p.schedule[LPT_WORD_ERROR] & LPT_ERROR_OFFSETS) != 0;
     // Eq. (6)'s N_total is the sum of the predicted costs: with saturation feedback, an item that stopped early
-    // in the frame before counts its stop depth there too, weighed by its survival through the cull, as in N_1,
-    // N_{h+1} and the LPT order (and as `gsplat-lpt calibrate` fits lambda and beta); without it, the sum of
-    // list lengths.
+    // in the frame before counts its stop depth there too, as in N_1, N_{h+1} and the LPT order (and as
+    // `gsplat-lpt calibrate` fits lambda and beta); without it, the sum of list lengths.
     const double total = (double)__ldcg(p.total + 1);
     const double n1 = (double)p.schedule[LPT_WORD_MAX_COST];
     // When no (h, k) can be worth it (no_gain_possible: a balanced frame), the auto policy needs neither the
@@ -689,10 +662,17 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
         const int item = (j * C + rank) * T + tid;
         cost[j] = 0;
         if (item < p.num_items) {
-            int list_length;
-            const int depth = predicted_depth(p, item, list_length, error);
-            p.costs[item] = depth;
-            const int c = predicted_work(p, item, depth);
+            const int start = p.tile_offsets[item];
+            const int end = item == p.num_items - 1 ? p.n_isects : p.tile_offsets[item + 1];
+            int list_length = 0;
+            if (0 <= start && start <= end && end <= p.n_isects) {
+                list_length = end - start;
+            } else {
+                error = LPT_ERROR_OFFSETS;
+            }
+            if (p.masks != nullptr && !p.masks[item]) list_length = 0;  // masked-out tiles do no blending work
+            int c = list_length;
+            if (p.previous_depth != nullptr && c > 0) c = max(1, min(c, p.previous_depth[item]));
             cost[j] = c;
             length_sum += (unsigned long long)list_length;
             cost_sum += (unsigned long long)c;

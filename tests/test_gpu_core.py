@@ -11,7 +11,7 @@ import torch
 
 import gsplat_lpt
 from gsplat_lpt import LPTConfig, LPTInputError, LPTRuntimeError, constants, runtime
-from gsplat_lpt.plan import cost_buckets, no_gain_possible, plan_schedule, predicted_depths
+from gsplat_lpt.plan import cost_buckets, no_gain_possible, plan_schedule
 from gsplat_lpt.variants import VARIANTS
 from gsplat_lpt.variants.gaussian3d import Frame3DGS
 from test_gpu_parity import cameras, gsplat_forward, project, psnr, random_gaussians
@@ -133,73 +133,6 @@ def test_the_plan_is_one_cluster_launch_where_the_gpu_has_clusters(n, kernels):
         torch.cuda.synchronize()
     names = sorted(e.key.split("(")[0] for e in prof.key_averages() if e.key.startswith("plan_"))
     assert names == kernels
-
-
-@pytest.mark.parametrize("path", ["cluster", "grid"])
-@pytest.mark.parametrize("seed", range(4))
-def test_plan_kernels_weigh_the_previous_depth_by_the_survival_as_the_oracle_does(seed, path, monkeypatch):
-    """With feedback, an item's cost is its previous stop depth weighed by its survival through the cull (some
-    survivals planted out of range: clamped); the chunks still cover the predicted depth (the plan's costs)."""
-    g = torch.Generator().manual_seed(100 + seed)
-    n = [8160, 32640, 40_000, 900][seed]
-    counts = (torch.rand(n, generator=g) ** 4 * 50_000).to(torch.int32)
-    counts[torch.rand(n, generator=g) < 0.2] = 0
-    offsets, total = counts_offsets(counts)
-    depth = (counts.float() * (0.1 + 0.9 * torch.rand(n, generator=g))).to(torch.int32)
-    survival = (torch.rand(n, generator=g) * 1.3 * constants.SURVIVAL_ONE).to(torch.int32) - 20
-    config = LPTConfig(stage_weight=float(torch.rand(1, generator=g)), saturation_feedback=True)
-    rasterizer = plan_rasterizer(path, monkeypatch)
-    inter = runtime.Intersections(offsets.cuda(), torch.zeros(total, dtype=torch.int32, device="cuda"), None, 1, n, 1,
-                                  1, n, 1, 1)
-    rasterizer.plan(inter, config)  # sizes the workspace (which forgets its history when it grows)
-    ws = rasterizer.workspace(runtime.current_stream_handle(torch.cuda.current_device()))
-    ws.item_depth[:n].copy_(depth.cuda())
-    ws.item_survival[:n].copy_(survival.cuda())
-    ws.history = inter.history_key()
-    plan = rasterizer.plan(inter, config)
-    assert plan.uses_feedback
-    torch.cuda.synchronize()
-    oracle = plan_schedule(offsets, total, rasterizer.concurrent_ctas, config, previous_depth=depth,
-                           previous_survival=survival, capacity=ws.chunk_units)
-    report = plan.report()
-    assert (report["chunked_tiles"], report["chunk_count"]) == (oracle.choice.chunked_tiles, oracle.choice.chunk_count)
-    assert report["predicted_total_cost"] == oracle.total_cost and report["max_workload"] == oracle.max_cost
-    assert report["predicted_cost"] == oracle.choice.predicted_cost
-    head = ws.schedule.tolist()[constants.SCHEDULE["head_count"]]
-    hopeless = no_gain_possible(oracle.costs, float(oracle.total_cost), float(oracle.max_cost),
-                                oracle.choice.predicted_cost_lpt, rasterizer.concurrent_ctas, config)
-    if not hopeless:
-        assert head == oracle.head and torch.equal(ws.lpt_order[:head].cpu().long(), oracle.lpt_order[:head])
-    assert oracle.total_cost < int(predicted_depths(counts, depth).sum())  # the weighing mattered
-    assert torch.equal(ws.costs[:n].cpu(), predicted_depths(counts, depth))
-
-
-@pytest.mark.parametrize("cull", [False, True])
-def test_blending_kernels_feed_back_every_items_survival_through_the_cull(cull):
-    """Every item, chunked (its first chunk) or not, leaves its survival in [0, one]: exactly one without the
-    cull (every warp evaluated every Gaussian it walked), below one on some items with it."""
-    frame = small_frame(seed=6, cameras_count=2, W=208, H=120)
-    rasterizer = gsplat_lpt.rasterizer_for(VARIANT_3DGS, 3, 16, torch.device("cuda"))
-    items = frame["isect_offsets"].numel()
-    stream = torch.cuda.Stream()
-    config = LPTConfig(mode="fixed", heavy_ratio=0.1, chunk_count=4, cull=cull)
-    with torch.cuda.stream(stream):
-        render(frame, config)  # sizes the workspace
-        ws = rasterizer.workspace(stream)
-        ws.item_survival[:items] = -5  # (read back by the next plan as 0: clamped)
-        _, (colors, *_, plan) = render(frame, config)
-        report = plan.report()
-    torch.cuda.synchronize()
-    assert report["chunked_tiles"] > 0
-    survival = ws.item_survival[:items].cpu()
-    one = constants.SURVIVAL_ONE
-    assert bool(((survival >= 0) & (survival <= one)).all())
-    if cull:
-        assert int((survival < one).sum()) >= 4
-    else:
-        assert bool((survival == one).all())
-    ref_colors, _, _ = gsplat_forward(frame)
-    assert psnr(colors, ref_colors) >= 76.0
 
 
 def test_saturation_feedback_orders_by_the_previous_stop_depth():

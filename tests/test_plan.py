@@ -73,35 +73,6 @@ def test_predicted_costs_take_the_previous_stop_depth():
     assert predicted_costs(workloads, None) is workloads
 
 
-def test_predicted_costs_weigh_the_depth_by_the_survival_through_the_cull():
-    """cost = depth (stage + (1 - stage) survival), in units of 1 / SURVIVAL_ONE, rounded as plan.cu rounds."""
-    one = constants.SURVIVAL_ONE
-    workloads = torch.tensor([1000, 1000, 1000, 0, 3, 1000], dtype=torch.int32)
-    depth = torch.tensor([1000, 1000, 400, 7, 3, 1000], dtype=torch.int32)
-    survival = torch.tensor([one, one // 2, 0, one, 0, 5 * one], dtype=torch.int32)  # (the last: clamped to one)
-    stage = LPTConfig(stage_weight=0.25).stage_weight_units()
-    assert stage == one // 4
-    costs = predicted_costs(workloads, depth, survival, stage)
-    # 1000 at full survival; 1000 (0.25 + 0.75 / 2) = 625; 400 * 0.25 = 100; nothing to do; never below 1
-    assert costs.tolist() == [1000, 625, 100, 0, 1, 1000]
-    assert costs.dtype == torch.int32
-    # a stage weight of one prices by depth alone, as does a frame without feedback
-    assert torch.equal(predicted_costs(workloads, depth, survival, one), predicted_costs(workloads, depth))
-    # survival 0 and stage weight 0: the item still costs at least 1
-    assert predicted_costs(workloads, depth, torch.zeros(6, dtype=torch.int32), 0).tolist() == [1, 1, 1, 0, 1, 1]
-
-
-def test_plan_schedule_orders_a_deep_item_that_the_cull_thins_out_after_a_shallower_dense_one():
-    offsets, n = offsets_for([2000, 1200, 10, 10], (1, 2, 2))
-    survival = torch.tensor([200, 1024, 1024, 1024], dtype=torch.int32)  # most warps skipped item 0's Gaussians
-    config = LPTConfig(mode="lpt", stage_weight=0.25)
-    plan = plan_schedule(offsets, n, 4, config, previous_depth=torch.tensor([2000, 1200, 10, 10]),
-                         previous_survival=survival)
-    assert plan.lpt_order.tolist()[:2] == [1, 0]
-    assert plan.total_cost == 1200 + (2000 * (256 + (768 * 200 + 512) // 1024) + 512) // 1024 + 20
-    assert plan.total_workload == n
-
-
 def test_head_holds_every_nonempty_item_when_it_fits():
     costs = torch.tensor([0, 5, 9, 0, 2], dtype=torch.int32)
     assert head_count(costs, 100) == (3, 3)

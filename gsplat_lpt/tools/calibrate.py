@@ -107,9 +107,7 @@ def measure_frame(name: str, frame, repeats: int = 11, max_height: int = 512) ->
         frame.blend("auto", LPTConfig(mode="auto"))
     workspace = rasterizer.workspace(torch.cuda.current_stream(frame.colors.device))
     workloads = tile_workloads(frame.isect_offsets, frame.flatten_ids.numel())
-    items = workloads.numel()
-    costs, _ = lpt_order(predicted_costs(workloads, workspace.item_depth[:items], workspace.item_survival[:items],
-                                         LPTConfig().stage_weight_units()))
+    costs, _ = lpt_order(predicted_costs(workloads, workspace.item_depth[: workloads.numel()]))
     nonempty = int((costs > 0).sum())
     heights = candidate_heights(nonempty, max_height)
     head = costs[: (heights[-1] if heights else 0) + 1].tolist()

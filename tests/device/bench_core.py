@@ -258,12 +258,8 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=()):
         for rho in (0.001, 0.005, 0.02, 0.05):
             for k in grid_k:
                 configs[f"fixed({rho},{k})"] = LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
-    for lam, beta, *stage in policy_grid:  # auto with other constants of Eq. (6): the policy's sensitivity to them
-        if stage:  # and another weight of an item's depth that costs time whatever the cull skips
-            configs[f"auto(l={lam:g},b={beta:g},s={stage[0]:g})"] = auto.replace(
-                overhead_lambda=lam, imbalance_beta=beta, stage_weight=stage[0])
-        else:
-            configs[f"auto(l={lam:g},b={beta:g})"] = auto.replace(overhead_lambda=lam, imbalance_beta=beta)
+    for lam, beta in policy_grid:  # auto with other constants of Eq. (6): the policy's sensitivity to them
+        configs[f"auto(l={lam:g},b={beta:g})"] = auto.replace(overhead_lambda=lam, imbalance_beta=beta)
     variants = {"vanilla": lambda: gsplat_blend(**frame)}
     streams = {label: torch.cuda.Stream() for label in configs}
     torch.cuda.synchronize()  # the frame's tensors are ready for every stream
@@ -364,8 +360,8 @@ def main() -> None:
                                                          "rig", "foliage", "mixed"])
     parser.add_argument("--real", nargs="*", default=["bonsai", "garden"])
     parser.add_argument("--fixed-grid", action="store_true")
-    parser.add_argument("--policy-grid", nargs="*", default=[], metavar="LAMBDA:BETA[:STAGE]",
-                        help="also time auto with these (overhead_lambda, imbalance_beta[, stage_weight])")
+    parser.add_argument("--policy-grid", nargs="*", default=[], metavar="LAMBDA:BETA",
+                        help="also time auto with these (overhead_lambda, imbalance_beta) pairs")
     parser.add_argument("--calibration", type=Path, help="calibration.json of `gsplat-lpt calibrate`: auto uses its fit")
     parser.add_argument("--plot", nargs="+", type=Path, metavar=("JSON", "BEFORE_JSON"),
                         help="only draw speedup_vs_imbalance.png from a result file (and an earlier one) into --out")
@@ -439,16 +435,6 @@ def main() -> None:
                 picks = " ".join(f"{r['frame'].replace('ladder:', '')[:8]}={q:.2f}/{r['best_fixed_gpu']['name'][5:]}"
                                  for r, q in zip(graded, ratios))
                 print(f"[{args.tag}] {label:<22} {picks} worst={max(ratios):.3f} mean={statistics.mean(ratios):.3f}")
-
-    # every frame (balanced and real ones too): each auto against the best of lpt and the fixed grid, GPU time
-    labels = ["auto"] + [label for label in rows[0]["modes"] if label.startswith("auto(")]
-    print(f"\n[{args.tag}] GPU-only: auto / min(lpt, best fixed) per frame, every frame; worst and mean last")
-    for label in labels:
-        ratios = [r["gpu_ms"][label] / min(r["gpu_ms"]["lpt"], r.get("best_fixed_gpu", {}).get("ms", math.inf))
-                  for r in rows]
-        picks = " ".join(f"{r['frame'].replace('ladder:', '').replace('real:', '')[:8]}={q:.2f}"
-                         for r, q in zip(rows, ratios))
-        print(f"[{args.tag}] {label:<22} {picks} worst={max(ratios):.3f} mean={statistics.mean(ratios):.3f}")
 
 
 if __name__ == "__main__":

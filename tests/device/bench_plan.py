@@ -53,13 +53,6 @@ def saturation_depths(counts: torch.Tensor, seed: int = 1) -> torch.Tensor:
     return torch.where(counts > 2000, (counts * share).to(torch.int32), counts).reshape(-1)
 
 
-def cull_survivals(counts: torch.Tensor, seed: int = 2) -> torch.Tensor:
-    """Each item's survival through the cull in the frame before (units of 1 / SURVIVAL_ONE): 15-100%."""
-    g = torch.Generator().manual_seed(seed)
-    share = 0.15 + 0.85 * torch.rand(counts.shape, generator=g)
-    return (share * constants.SURVIVAL_ONE).to(torch.int32).reshape(-1)
-
-
 def kernel_us(fn, calls: int) -> dict:
     """GPU time per call of each plan kernel (exact names), from the profiler's CUDA activity."""
     from torch.profiler import ProfilerActivity, profile
@@ -88,7 +81,6 @@ class Frame:
         self.offsets = (torch.cumsum(flat, 0) - flat).to(torch.int32).reshape(counts.shape)
         self.n_isects = int(flat.sum())
         self.depths = saturation_depths(counts)
-        self.survivals = cull_survivals(counts)
         n = flat.numel()
         ids = torch.zeros(self.n_isects, dtype=torch.int32, device="cuda")
         self.inter = runtime.Intersections(self.offsets.cuda(), ids, None, images, 1920, 1080, 16, TILES_X, TILES_Y,
@@ -98,13 +90,11 @@ class Frame:
 
 def prepare_feedback(rasterizer, frame: Frame, config: LPTConfig, feedback: bool) -> None:
     """Make the next plan of `frame` read (or not) the stop depths of a previous frame, as a rasterize call after
-    a rendered frame of the same size does: the workspace's item_depth, item_survival and the geometry they
-    describe."""
+    a rendered frame of the same size does: the workspace's item_depth and the geometry it describes."""
     rasterizer.plan(frame.inter, config)  # sizes the workspace (which forgets its history when it grows)
     ws = rasterizer.workspace(runtime.current_stream_handle(rasterizer.device.index))
     if feedback:
         ws.item_depth[: frame.inter.num_items].copy_(frame.depths.cuda())
-        ws.item_survival[: frame.inter.num_items].copy_(frame.survivals.cuda())
         ws.history = frame.inter.history_key()
     else:
         ws.history = None
@@ -119,8 +109,7 @@ def check(rasterizer, frame: Frame, config: LPTConfig, feedback: bool) -> str:
     ws = plan.workspace
     capacity = ws.chunk_units if config.mode != "lpt" else 0
     oracle = plan_schedule(frame.offsets, frame.n_isects, rasterizer.concurrent_ctas, config,
-                           previous_depth=frame.depths if feedback else None, capacity=capacity,
-                           previous_survival=frame.survivals if feedback else None)
+                           previous_depth=frame.depths if feedback else None, capacity=capacity)
     report = plan.report()
     schedule = ws.schedule.tolist()
     problems = []
