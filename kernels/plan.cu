@@ -54,6 +54,24 @@ __device__ inline int cost_bucket(int cost) {
     return 1 + (int)((bits - 0x3f800000u) >> (23 - LPT_BUCKET_SUB_BITS));
 }
 
+// An item's predicted cost: its list length (0 where masked out, or where its offsets are invalid: then `error`
+// gets LPT_ERROR_OFFSETS), or the depth at which the same item stopped last frame when that is smaller (at
+// least 1). plan.predicted_costs is the same in PyTorch.
+__device__ inline int predicted_cost(const PlanArgs& p, int item, int& list_length, int& error) {
+    const int start = p.tile_offsets[item];
+    const int end = item == p.num_items - 1 ? p.n_isects : p.tile_offsets[item + 1];
+    list_length = 0;
+    if (0 <= start && start <= end && end <= p.n_isects) {
+        list_length = end - start;
+    } else {
+        error = LPT_ERROR_OFFSETS;
+    }
+    if (p.masks != nullptr && !p.masks[item]) list_length = 0;  // masked-out tiles do no blending work
+    int cost = list_length;
+    if (p.previous_depth != nullptr && cost > 0) cost = max(1, min(cost, p.previous_depth[item]));
+    return cost;
+}
+
 // Sort key: cost descending, then item ascending, in one 64-bit word (ascending keys).
 __device__ inline unsigned long long order_key(int cost, int item) {
     return ((unsigned long long)(0x7fffffff - cost) << 32) | (unsigned)item;
@@ -346,17 +364,9 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_costs(const 
     const int item = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     unsigned long long length = 0ull, cost = 0ull;
     if (item < p.num_items) {
-        const int start = p.tile_offsets[item];
-        const int end = item == p.num_items - 1 ? p.n_isects : p.tile_offsets[item + 1];
-        int list_length = 0;
-        if (0 <= start && start <= end && end <= p.n_isects) {
-            list_length = end - start;
-        } else {
-            atomicOr(&block_error, LPT_ERROR_OFFSETS);
-        }
-        if (p.masks != nullptr && !p.masks[item]) list_length = 0;  // masked-out tiles do no blending work
-        int c = list_length;
-        if (p.previous_depth != nullptr && c > 0) c = max(1, min(c, p.previous_depth[item]));
+        int list_length, error = 0;
+        const int c = lpt::predicted_cost(p, item, list_length, error);
+        if (error != 0) atomicOr(&block_error, error);
         p.costs[item] = c;
         lpt::aggregated_increment(histogram, lpt::cost_bucket(c));
         length = (unsigned long long)list_length;
@@ -662,17 +672,8 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
         const int item = (j * C + rank) * T + tid;
         cost[j] = 0;
         if (item < p.num_items) {
-            const int start = p.tile_offsets[item];
-            const int end = item == p.num_items - 1 ? p.n_isects : p.tile_offsets[item + 1];
-            int list_length = 0;
-            if (0 <= start && start <= end && end <= p.n_isects) {
-                list_length = end - start;
-            } else {
-                error = LPT_ERROR_OFFSETS;
-            }
-            if (p.masks != nullptr && !p.masks[item]) list_length = 0;  // masked-out tiles do no blending work
-            int c = list_length;
-            if (p.previous_depth != nullptr && c > 0) c = max(1, min(c, p.previous_depth[item]));
+            int list_length;
+            const int c = predicted_cost(p, item, list_length, error);
             cost[j] = c;
             length_sum += (unsigned long long)list_length;
             cost_sum += (unsigned long long)c;

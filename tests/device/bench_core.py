@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import math
 import os
 import statistics
 import sys
@@ -435,6 +436,15 @@ def main() -> None:
                 picks = " ".join(f"{r['frame'].replace('ladder:', '')[:8]}={q:.2f}/{r['best_fixed_gpu']['name'][5:]}"
                                  for r, q in zip(graded, ratios))
                 print(f"[{args.tag}] {label:<22} {picks} worst={max(ratios):.3f} mean={statistics.mean(ratios):.3f}")
+
+    # every frame (balanced and real ones too): each auto against the best of lpt and the fixed grid, GPU time
+    labels = ["auto"] + [label for label in rows[0]["modes"] if label.startswith("auto(")]
+    print(f"\n[{args.tag}] GPU-only: auto / min(lpt, best fixed) per frame, every frame; worst and mean last")
+    for label in labels:
+        ratios = [r["gpu_ms"][label] / min(r["gpu_ms"]["lpt"], r.get("best_fixed_gpu", {}).get("ms", math.inf))
+                  for r in rows]
+        picks = " ".join(f"{r['frame'].replace('ladder:', '')[:8]}={q:.2f}" for r, q in zip(rows, ratios))
+        print(f"[{args.tag}] {label:<22} {picks} worst={max(ratios):.3f} mean={statistics.mean(ratios):.3f}")
 
 
 if __name__ == "__main__":
