@@ -72,6 +72,17 @@ __device__ inline int predicted_cost(const PlanArgs& p, int item, int& list_leng
     return cost;
 }
 
+// Warp-wide reduction of an item block's plan sums: list lengths and costs added, the largest cost, error bits
+// or-ed; every lane gets the results.
+__device__ inline void warp_plan_sums(unsigned long long& lengths, unsigned long long& costs, int& largest, int& error) {
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        lengths += __shfl_xor_sync(0xffffffffu, lengths, offset);
+        costs += __shfl_xor_sync(0xffffffffu, costs, offset);
+        largest = max(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+        error |= __shfl_xor_sync(0xffffffffu, error, offset);
+    }
+}
+
 // Sort key: cost descending, then item ascending, in one 64-bit word (ascending keys).
 __device__ inline unsigned long long order_key(int cost, int item) {
     return ((unsigned long long)(0x7fffffff - cost) << 32) | (unsigned)item;
@@ -372,12 +383,8 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_costs(const 
         length = (unsigned long long)list_length;
         cost = (unsigned long long)c;
     }
-    int largest = (int)cost;
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        length += __shfl_down_sync(0xffffffffu, length, offset);
-        cost += __shfl_down_sync(0xffffffffu, cost, offset);
-        largest = max(largest, __shfl_down_sync(0xffffffffu, largest, offset));
-    }
+    int largest = (int)cost, no_error = 0;  // (errors were or-ed into block_error above)
+    lpt::warp_plan_sums(length, cost, largest, no_error);
     if ((threadIdx.x & 31) == 0) {
         atomicAdd(sums + 0, length);
         atomicAdd(sums + 1, cost);
@@ -685,12 +692,7 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
         slot[j] = 0;
         if ((j * C + rank) * T + tid < p.num_items) slot[j] = aggregated_increment(counts, cost_bucket(cost[j]));
     }
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        length_sum += __shfl_down_sync(0xffffffffu, length_sum, offset);
-        cost_sum += __shfl_down_sync(0xffffffffu, cost_sum, offset);
-        largest = max(largest, __shfl_down_sync(0xffffffffu, largest, offset));
-        error |= __shfl_down_sync(0xffffffffu, error, offset);
-    }
+    warp_plan_sums(length_sum, cost_sum, largest, error);
     if (lane == 0) {
         atomicAdd(partial_sums + 0, length_sum);
         atomicAdd(partial_sums + 1, cost_sum);
@@ -725,12 +727,7 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
             most = *in_cta(&partial_max, lane);
             bits = *in_cta(&partial_error, lane);
         }
-        for (int offset = 16; offset > 0; offset >>= 1) {
-            lengths += __shfl_xor_sync(0xffffffffu, lengths, offset);
-            costs += __shfl_xor_sync(0xffffffffu, costs, offset);
-            most = max(most, __shfl_xor_sync(0xffffffffu, most, offset));
-            bits |= __shfl_xor_sync(0xffffffffu, bits, offset);
-        }
+        warp_plan_sums(lengths, costs, most, bits);
         if (lane == 0) {
             // Eq. (6)'s N_total is the sum of the predicted costs (see plan_order); nothing can be worth
             // chunking when N_total / K alone is within min_gain of LPT only
