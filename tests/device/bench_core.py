@@ -186,21 +186,29 @@ def host_us(fn, calls=50) -> float:
     return elapsed
 
 
-def kernel_us(fn, names, calls=20):
-    """GPU time per call of the kernels whose name contains one of `names` (profiler, CUPTI)."""
+def kernel_times_us(fn, calls, warmup=1):
+    """GPU time per call of every kernel `fn` launches, by the profiler's kernel key (CUPTI), over `calls` calls
+    after `warmup` untimed ones. (Here rather than in gsplat_lpt, so that the baseline stage can time a checkout
+    from before it.)"""
     from torch.profiler import ProfilerActivity, profile
 
-    fn()
+    for _ in range(warmup):
+        fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    total = 0.0
+    times = {}
     for event in prof.key_averages():
-        if any(name in event.key for name in names):
-            total += event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
-    return total / calls
+        total = event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
+        times[event.key] = times.get(event.key, 0.0) + total / calls
+    return times
+
+
+def kernel_us(fn, names, calls=20):
+    """GPU time per call of the kernels whose name contains one of `names` (profiler, CUPTI)."""
+    return sum(us for key, us in kernel_times_us(fn, calls).items() if any(name in key for name in names))
 
 
 def culled_share(frame, warp_shape="rows") -> float:

@@ -17,11 +17,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gsplat_lpt  # noqa: E402
 from gsplat_lpt import LPTConfig, constants, runtime  # noqa: E402
 from gsplat_lpt.plan import no_gain_possible, plan_schedule  # noqa: E402
 from gsplat_lpt.variants import VARIANTS  # noqa: E402
+from bench_core import kernel_times_us  # noqa: E402  (the profiler's per-kernel times)
 
 TILES_X, TILES_Y = 120, 68  # 1920 x 1080 at 16 x 16 pixels per tile
 PLAN_KERNELS = ("plan_cluster", "plan_costs", "plan_order")
@@ -55,21 +57,11 @@ def saturation_depths(counts: torch.Tensor, seed: int = 1) -> torch.Tensor:
 
 def kernel_us(fn, calls: int) -> dict:
     """GPU time per call of each plan kernel (exact names), from the profiler's CUDA activity."""
-    from torch.profiler import ProfilerActivity, profile
-
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
     times = {}
-    for event in prof.key_averages():
-        name = event.key.split("(")[0].strip()
+    for key, us in kernel_times_us(fn, calls, warmup=3).items():
+        name = key.split("(")[0].strip()
         if name in PLAN_KERNELS:
-            total = event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
-            times[name] = times.get(name, 0.0) + total / calls
+            times[name] = times.get(name, 0.0) + us
     return times
 
 
