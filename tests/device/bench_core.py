@@ -242,7 +242,8 @@ def culled_share(frame, warp_shape="rows") -> float:
     return dropped / (4 * n)
 
 
-def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=()):
+def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=(0.001, 0.005, 0.02, 0.05),
+            grid_k=None):
     from gsplat_lpt.hook import original
 
     gsplat_blend = original("rasterize_to_pixels")
@@ -261,9 +262,9 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=()):
             configs["lpt-rows"] = LPTConfig(mode="lpt", warp_shape="rows")
             configs["lpt-blocks"] = LPTConfig(mode="lpt", warp_shape="blocks")
             configs["auto-rows"] = auto.replace(warp_shape="rows")
-    grid_k = (4, 8, 16, 32, 64) if NEW_CORE else (4, 8, 16)
-    if fixed_grid and name.startswith("ladder:") and "balanced" not in name:
-        for rho in (0.001, 0.005, 0.02, 0.05):
+    grid_k = grid_k or ((4, 8, 16, 32, 64) if NEW_CORE else (4, 8, 16))
+    if fixed_grid and "balanced" not in name and "bonsai" not in name:  # (the balanced frames: auto never chunks)
+        for rho in rhos:
             for k in grid_k:
                 configs[f"fixed({rho},{k})"] = LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
     for lam, beta in policy_grid:  # auto with other constants of Eq. (6): the policy's sensitivity to them
@@ -368,6 +369,9 @@ def main() -> None:
                                                          "rig", "foliage", "mixed"])
     parser.add_argument("--real", nargs="*", default=["bonsai", "garden"])
     parser.add_argument("--fixed-grid", action="store_true")
+    parser.add_argument("--rhos", nargs="+", type=float, default=[0.001, 0.005, 0.02, 0.05],
+                        help="heavy ratios of the fixed grid")
+    parser.add_argument("--ks", nargs="+", type=int, default=None, help="chunk counts of the fixed grid")
     parser.add_argument("--policy-grid", nargs="*", default=[], metavar="LAMBDA:BETA",
                         help="also time auto with these (overhead_lambda, imbalance_beta) pairs")
     parser.add_argument("--calibration", type=Path, help="calibration.json of `gsplat-lpt calibrate`: auto uses its fit")
@@ -391,7 +395,7 @@ def main() -> None:
     rows = []
     for name, frame in frames:
         grid = [tuple(float(x) for x in pair.split(":")) for pair in args.policy_grid]
-        row = measure(name, frame, args.repeats, args.fixed_grid, policy, grid)
+        row = measure(name, frame, args.repeats, args.fixed_grid, policy, grid, args.rhos, args.ks)
         rows.append(row)
         print(json.dumps(row), flush=True)
     (args.out / f"bench_{args.tag}.json").write_text(json.dumps(rows, indent=1))

@@ -174,6 +174,11 @@ def summarise(trace: dict, ms: float, h: int, k: int) -> dict:
         s["chunks_per_sm_max"] = int(per_sm.max())
     if units:
         s["units_walked_total"] = sum(u["walked"] for u in units)
+        longest = max(units, key=lambda u: u["t1"] - u["t0"])
+        s["longest_unit"] = {"us": round(longest["t1"] - longest["t0"], 1), "pos": longest["pos"],
+                             "walked": longest["walked"], "t0": round(longest["t0"], 1)}
+        busy = [c["t1"] - c["t0"] for c in lpt_ctas]
+        s["lpt_cta_busy_us_mean_max"] = [round(statistics.mean(busy), 1), round(max(busy), 1)] if busy else None
         last_unit = max(units, key=lambda u: u["t1"])
         s["last_unit"] = {key: (round(v, 1) if isinstance(v, float) else v) for key, v in last_unit.items()}
         first_after_chunks = [u for u in units if chunks and u["t0"] > s.get("chunk_end", 0)]
@@ -205,9 +210,9 @@ def compare_halves(key: str, rows) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--frames", nargs="+", default=["moderate", "mild"])
+    parser.add_argument("--frames", nargs="+", default=["moderate", "mild"], help="ladder frames, or garden")
     parser.add_argument("--calls", type=int, default=40)
-    parser.add_argument("--configs", nargs="+", default=["auto", "fixed:0.02:4"])
+    parser.add_argument("--configs", nargs="+", default=["auto", "fixed:0.02:4"], help="auto, lpt, auto-2px or fixed:RHO:K")
     parser.add_argument("--busy", action="store_true",
                         help="a sleep kernel ahead of each call: the call is enqueued before the GPU reaches it, "
                              "as when the host runs ahead")
@@ -223,15 +228,18 @@ def main() -> None:
 
     import gsplat_lpt
     from gsplat_lpt import LPTConfig
-    from bench_core import ladder_frames
+    from bench_core import garden_frame, ladder_frames
 
     buffer = torch.zeros(CAPACITY * 8, dtype=torch.int64, device="cuda")
     count = torch.zeros(1, dtype=torch.int32, device="cuda")
     results = {}
-    for name, frame in ladder_frames(args.frames):
+    frames = list(ladder_frames([f for f in args.frames if f != "garden"]))
+    if "garden" in args.frames:
+        frames.append(garden_frame())
+    for name, frame in frames:
         for spec in args.configs:
-            if spec == "auto":
-                config = LPTConfig(mode="auto")
+            if spec in ("auto", "lpt"):
+                config = LPTConfig(mode=spec)
             elif spec == "auto-2px":
                 config = LPTConfig(mode="auto", pixels_per_thread=2)
             else:
@@ -270,7 +278,7 @@ def main() -> None:
             key = (f"{name}|{spec}{'|busy' if args.busy else ''}"
                    f"{'' if args.side_priority is None else f'|side{args.side_priority}'}")
             results[key] = rows
-            (args.out / f"trace_{name.split(':')[-1]}_{spec.replace(':', '_')}.json").write_text(
+            (args.out / f"trace_{name.split(':')[-1].split()[0]}_{spec.replace(':', '_')}.json").write_text(
                 json.dumps(traces[:12] + [traces[i] for i in np.argsort([r['ms'] for r in rows])[-4:]]))
             times = sorted(r["ms"] for r in rows)
             print(f"{key}: ms p10 {times[len(times) // 10]:.3f} p50 {statistics.median(times):.3f} "
