@@ -35,6 +35,15 @@ def warp_block_bits(warp_shape: str, tile_size: int) -> int:
 # on the GPU's time (mean 0.4% above it), against 6% (mean 2.4%) with beta = 3 in the same run.
 DEFAULT_OVERHEAD_LAMBDA = 2048.0
 DEFAULT_IMBALANCE_BETA = 2.0
+# sigma, how long the heaviest item takes per unit of cost against the mean CTA's work: LPT starts it first and
+# it ends alone on its SM, where the CTAs that shared the SM have left it the issue slots. Timelines of LPT
+# alone on one NVIDIA H200 (tests/device/trace_units.py): the heaviest item of a 1080p ladder frame, 2.48
+# times the mean cost per CTA, took 1.45 times the mean CTA's time (521 against 359 us); the heaviest of the
+# garden's three cameras, 1.70 times, took 1.09 times (205 against 189 us): 0.585 and 0.64. So LPT alone ends
+# at about max(N_total / K, sigma N_1), and a frame gains less than min_gain from any chunking where
+# sigma N_1 (1 - min_gain) <= N_total / K: the policy leaves it to LPT (the garden: every chunked schedule
+# of a (rho, k) grid was 0-7% slower than LPT alone there, while the ladder frame gained 28%).
+DEFAULT_HEAVY_ITEM_PACE = 0.6
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,8 @@ class LPTConfig:
     overhead_lambda: float = DEFAULT_OVERHEAD_LAMBDA  # lambda in Eq. (6)
     imbalance_beta: float = DEFAULT_IMBALANCE_BETA  # beta in Eq. (6)
     min_gain: float = 0.10  # epsilon: chunk only if the model predicts at least this relative gain
+    heavy_item_pace: float = DEFAULT_HEAVY_ITEM_PACE  # sigma: the heaviest item's time per unit of cost, against
+    # the mean CTA's; frames with sigma N_1 (1 - min_gain) <= N_total / K are left to LPT alone
     chunk_counts: Tuple[int, ...] = (2, 4, 8, 16, 32, 64)  # candidate k for "auto"
     max_chunked_tiles: int = 255  # upper bound on h searched by "auto" (the plan sorts about that many items exactly)
     max_chunks: int = 4096  # upper bound on h * k: the partial buffers never hold more chunks
@@ -77,6 +88,8 @@ class LPTConfig:
             raise ValueError("LPTConfig.overhead_lambda and imbalance_beta must be >= 0")
         if not (0.0 <= self.min_gain < 1.0):
             raise ValueError(f"LPTConfig.min_gain must be in [0, 1), got {self.min_gain}")
+        if not (0.0 < self.heavy_item_pace <= 1.0):
+            raise ValueError(f"LPTConfig.heavy_item_pace must be in (0, 1], got {self.heavy_item_pace}")
         if not self.chunk_counts or any(k < 2 or k > 64 for k in self.chunk_counts):
             raise ValueError(f"LPTConfig.chunk_counts must be values in [2, 64], got {self.chunk_counts}")
         if len(self.chunk_counts) > MAX_CHUNK_COUNTS:

@@ -72,6 +72,7 @@ class PlanArgs(ctypes.Structure):
         ("overhead_lambda", ctypes.c_double),
         ("imbalance_beta", ctypes.c_double),
         ("min_gain", ctypes.c_double),
+        ("heavy_item_pace", ctypes.c_double),  # sigma: N_1's time per unit of cost against the mean CTA's
         ("heavy_ratio", ctypes.c_double),
         ("num_items", ctypes.c_int32),
         ("n_isects", ctypes.c_int32),

@@ -120,9 +120,10 @@ def no_gain_possible(costs: Tensor, total: float, n1: float, lpt_cost: float, co
     Eq. (6) cost is above the bar min_gain below LPT only, so that the GPU skips the head sort and the search
     (which would choose (0, 1) and want nothing). For N_{h+1} in cost bucket b, h is at least the items in
     heavier buckets and N_{h+1} at least the bucket's least cost; past the non-empty items N_{h+1} = 0. And a
-    balanced frame (N_1 K <= N_total: LPT alone ends within one item of the balance bound) is not chunked."""
+    balanced frame (sigma N_1 K (1 - min_gain) <= N_total, sigma = config.heavy_item_pace: LPT alone ends
+    within min_gain of the balance bound) is not chunked."""
     counts = [int(k) for k in config.chunk_counts[: constants.MAX_CHUNK_COUNTS]]
-    if not counts or n1 * concurrent_ctas <= total:
+    if not counts or config.heavy_item_pace * n1 * concurrent_ctas * (1.0 - config.min_gain) <= total:
         return True
     k_min, k_max = min(counts), max(counts)
     histogram = torch.bincount(cost_buckets(costs).reshape(-1), minlength=constants.BUCKET_COUNT).tolist()

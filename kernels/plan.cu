@@ -32,6 +32,7 @@ struct PlanArgs {
     double overhead_lambda;
     double imbalance_beta;
     double min_gain;
+    double heavy_item_pace;  // sigma: the heaviest item's time per unit of cost, against the mean CTA's
     double heavy_ratio;
     int num_items;
     int n_isects;
@@ -229,10 +230,11 @@ __device__ inline double candidate_bound(const PlanArgs& p, double total, double
 // buckets, size(b) in it), h >= above(b) and N_{h+1} >= the least cost of b; past the non-empty items
 // N_{h+1} = 0 and h >= nonempty. When the least candidate_bound over those cases is above the bar min_gain
 // below LPT only, the search would choose (0, 1) and want nothing, and it is skipped. And a frame whose
-// heaviest item is no heavier than the mean work per CTA (N_1 K <= N_total) is balanced: LPT alone ends
-// within one item of the balance bound, and the policy does not chunk it (Eq. (6) with a large beta would
-// price that last item's tail at beta N_1, far above what balanced frames measure). plan.no_gain_possible
-// is the same test in PyTorch.
+// heaviest item, at its pace (sigma, LPTConfig.heavy_item_pace: it ends alone on its SM), takes no longer
+// than the mean work per CTA over 1 - min_gain (sigma N_1 K (1 - min_gain) <= N_total) is balanced: LPT alone
+// ends within min_gain of the balance bound, and the policy does not chunk it (Eq. (6) with a large beta
+// would price that last item's tail at beta N_1, far above what such frames measure).
+// plan.no_gain_possible is the same test in PyTorch.
 template <class Above, class Size>
 __device__ bool no_gain_possible(const PlanArgs& p, double total, double n1, double lpt_cost, int nonempty,
                                  Above above, Size size, double* scratch /* [32] */) {
@@ -241,7 +243,8 @@ __device__ bool no_gain_possible(const PlanArgs& p, double total, double n1, dou
         k_min = min(k_min, p.chunk_counts[i]);
         k_max = max(k_max, p.chunk_counts[i]);
     }
-    if (__dmul_rn(n1, (double)p.concurrent_ctas) <= total) return true;  // balanced (uniform in the CTA)
+    const double paced = __dmul_rn(__dmul_rn(p.heavy_item_pace, n1), (double)p.concurrent_ctas);
+    if (__dmul_rn(paced, 1.0 - p.min_gain) <= total) return true;  // balanced (uniform in the CTA)
     const int q = min(p.max_chunked_tiles, nonempty);
     double least = __longlong_as_double(0x7ff0000000000000ll);  // +inf: no candidate
     if (k_max > 0) {

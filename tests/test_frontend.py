@@ -97,7 +97,8 @@ def test_channel_padding_like_gsplat():
 
 @pytest.mark.parametrize("bad", [dict(mode="fastest"), dict(mode="vanilla"), dict(chunk_count=0), dict(heavy_ratio=1.5),
                                  dict(chunk_counts=(1, 2)), dict(chunk_counts=(2, 4, 8, 16, 32, 64, 3, 5, 6)),
-                                 dict(min_gain=1.0), dict(overhead_lambda=-1.0), dict(max_chunked_tiles=5000)])
+                                 dict(min_gain=1.0), dict(overhead_lambda=-1.0), dict(max_chunked_tiles=5000),
+                                 dict(heavy_item_pace=0.0), dict(heavy_item_pace=1.5)])
 def test_config_validation(bad):
     with pytest.raises(ValueError, match="LPTConfig"):
         LPTConfig(**bad)

@@ -69,7 +69,8 @@ def distributed_worker(rank: int, port: int, out_dir: str, packed: bool) -> None
         means, quats, scales, opacities, colors = [t.to(device) for t in gaussians]
         results = {}
         runs = {"cuda": {}, "lpt": {"lpt_config": gsplat_lpt.LPTConfig(mode="lpt")},
-                "auto": {"lpt_config": gsplat_lpt.LPTConfig(mode="auto", overhead_lambda=0.0, min_gain=0.0)}}
+                "auto": {"lpt_config": gsplat_lpt.LPTConfig(mode="auto", overhead_lambda=0.0, min_gain=0.0,
+                                                                  heavy_item_pace=1.0)}}
         for name, extra in runs.items():
             image, alpha, meta = gsplat.rasterization(
                 means, quats, scales, opacities, colors, viewmats.to(device), Ks.to(device), WIDTH, HEIGHT,

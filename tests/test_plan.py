@@ -220,11 +220,27 @@ def test_the_search_skip_only_skips_searches_that_choose_nothing(seed):
     n1, total_cost = float(sorted_costs[0]), float(costs.sum())
     head, nonempty = head_count(costs, config.max_chunked_tiles)
     full = choose_chunking(sorted_costs[: head + 1], total_cost, K, config, head=head, nonempty=nonempty)
-    balanced = n1 * K <= total_cost
+    balanced = config.heavy_item_pace * n1 * K * (1.0 - config.min_gain) <= total_cost  # (the rule, not a bound)
     if no_gain_possible(costs, total_cost, n1, full.predicted_cost_lpt, K, config) and not balanced:
         assert (full.chunked_tiles, full.chunk_count, full.wanted_chunk_units) == (0, 1, 0)
     if spread == 0.05 and config.imbalance_beta < 2:  # flat: lambda aside, nothing to gain
         assert no_gain_possible(costs, total_cost, n1, full.predicted_cost_lpt, K, config)
+
+
+def test_frames_whose_heaviest_item_ends_near_the_mean_are_left_to_lpt():
+    """sigma N_1 K (1 - min_gain) <= N_total (sigma = heavy_item_pace): the heaviest item, at the pace it runs
+    alone in the tail, ends within min_gain of the mean work per CTA, and auto leaves the frame to LPT although
+    Eq. (6) would chunk it (N_1 is 1.6 times the mean work per CTA here); with sigma = 1 it is chunked."""
+    K = 792
+    counts = [900 + (37 * i) % 200 for i in range(8159)]  # (spread over several cost buckets)
+    counts.append(int(1.6 * sum(counts) / (K - 1.6)))
+    offsets, total = offsets_for(counts, (1, 8160))
+    assert 1.5 < max(counts) * K / total < 1.7
+    paced = plan_schedule(offsets, total, K, LPTConfig())
+    assert (paced.choice.chunked_tiles, paced.choice.chunk_count, paced.choice.wanted_chunk_units) == (0, 1, 0)
+    unpaced = plan_schedule(offsets, total, K, LPTConfig(heavy_item_pace=1.0))
+    assert unpaced.choice.chunked_tiles >= 1 and unpaced.choice.chunk_count >= 2
+    assert unpaced.choice.predicted_cost <= 0.9 * unpaced.choice.predicted_cost_lpt
 
 
 def test_balanced_frames_are_not_chunked():

@@ -77,12 +77,15 @@ class PolicyOptions:
     """beta of Eq. (6), weight of the longest work unit (calibrated with lambda)."""
     min_gain: float = _CONFIG_DEFAULTS.min_gain
     """epsilon: chunk only if the model predicts at least this relative gain."""
+    heavy_item_pace: float = _CONFIG_DEFAULTS.heavy_item_pace
+    """sigma: the heaviest tile's time per unit of cost against the mean CTA's; frames whose heaviest tile at
+    that pace ends within min_gain of the mean work per CTA are not chunked."""
 
     def lpt_config(self, mode: str = "auto") -> LPTConfig:
         """The LPTConfig these options ask for (ValueError naming the LPTConfig field when one is out of range)."""
         return LPTConfig(mode=mode, chunk_count=self.chunk_count, heavy_ratio=self.heavy_ratio,
                          overhead_lambda=self.overhead_lambda, imbalance_beta=self.imbalance_beta,
-                         min_gain=self.min_gain)
+                         min_gain=self.min_gain, heavy_item_pace=self.heavy_item_pace)
 
 
 @dataclass
@@ -233,7 +236,8 @@ def load(name: str, options: SceneOptions):
 
 # LPTConfig fields the command line sets, and their flags (errors name the flag the user typed).
 FLAG_OF_FIELD = {"chunk_count": "--chunk-count", "heavy_ratio": "--heavy-ratio", "overhead_lambda": "--overhead-lambda",
-                 "imbalance_beta": "--imbalance-beta", "min_gain": "--min-gain", "mode": "--mode"}
+                 "imbalance_beta": "--imbalance-beta", "min_gain": "--min-gain", "mode": "--mode",
+                 "heavy_item_pace": "--heavy-item-pace"}
 
 
 def flag_names(message: str) -> str:
