@@ -35,15 +35,16 @@ def warp_block_bits(warp_shape: str, tile_size: int) -> int:
 # on the GPU's time (mean 0.4% above it), against 6% (mean 2.4%) with beta = 3 in the same run.
 DEFAULT_OVERHEAD_LAMBDA = 2048.0
 DEFAULT_IMBALANCE_BETA = 2.0
-# sigma, how long the heaviest item takes per unit of cost against the mean CTA's work: LPT starts it first and
-# it ends alone on its SM, where the CTAs that shared the SM have left it the issue slots. Timelines of LPT
-# alone on one NVIDIA H200 (tests/device/trace_units.py): the heaviest item of a 1080p ladder frame, 2.48
-# times the mean cost per CTA, took 1.45 times the mean CTA's time (521 against 359 us); the heaviest of the
-# garden's three cameras, 1.70 times, took 1.09 times (205 against 189 us): 0.585 and 0.64. So LPT alone ends
-# at about max(N_total / K, sigma N_1), and a frame gains less than min_gain from any chunking where
-# sigma N_1 (1 - min_gain) <= N_total / K: the policy leaves it to LPT (the garden: every chunked schedule
-# of a (rho, k) grid was 0-7% slower than LPT alone there, while the ladder frame gained 28%).
-DEFAULT_HEAVY_ITEM_PACE = 0.6
+# sigma, how long the heaviest item takes per unit of predicted cost against the mean CTA's work: LPT starts it
+# first and it ends alone on its SM, where the CTAs that shared the SM have left it the issue slots. Timelines
+# of LPT alone on one NVIDIA H200 (tests/device/trace_units.py, tests/device/policy_inputs.py --mode lpt):
+# the heaviest item of the "mild" ladder frame, 1.78 times the mean predicted cost per CTA (N_1 K / N_total),
+# took 1.45 times the mean CTA's time (521 against 359 us); the heaviest of the garden's three cameras, 1.51
+# times, took 1.09 times (205 against 189 us): sigma 0.81 and 0.72. So LPT alone ends at about
+# max(N_total / K, sigma N_1), and a frame gains less than min_gain from any chunking where
+# sigma N_1 (1 - min_gain) <= N_total / K: the policy leaves it to LPT. (On the garden every chunked schedule
+# of a (rho, k) grid was 0-7% slower than LPT alone; the mild frame gained 28%.)
+DEFAULT_HEAVY_ITEM_PACE = 0.7
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     parser.add_argument("--head", type=int, default=1024, help="how many of the heaviest predicted costs to keep")
+    parser.add_argument("--mode", default="auto", help="the mode of the calls (lpt: costs fed back by LPT alone)")
+    parser.add_argument("--heavy-item-pace", type=float, default=LPTConfig.heavy_item_pace)
     args = parser.parse_args()
     frames = list(bench_core.ladder_frames(["balanced", "mild", "moderate", "street", "severe", "extreme", "rig",
                                             "foliage", "mixed"]))
@@ -33,7 +35,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name, frame in frames:
-        config = LPTConfig(mode="auto")
+        config = LPTConfig(mode=args.mode, heavy_item_pace=args.heavy_item_pace)
         for _ in range(4):  # each finished before the next plan: it reads the status the frame left (capacity)
             rasterize_with_plan(**frame, config=config)
             torch.cuda.synchronize()
@@ -44,10 +46,12 @@ def main() -> None:
         row = {"frame": name, **{k: v for k, v in report.items() if isinstance(v, (int, float, str, type(None)))},
                "head": head}
         rows.append(row)
+        ratio = (head[0] if head else 0) * row["concurrent_ctas"] / max(1, row["predicted_total_cost"])
         print(f"{name:<26} K {row['concurrent_ctas']} total {row['predicted_total_cost']} N1 {head[0] if head else 0} "
+              f"N1 K / N_total {ratio:.3f} "
               f"(h,k) ({row['chunked_tiles']},{row['chunk_count']}) predicted {row['predicted_cost']} "
               f"lpt {row['predicted_cost_lpt']}", flush=True)
-    (args.out / "policy_inputs.json").write_text(json.dumps(rows))
+    (args.out / f"policy_inputs_{args.mode}.json").write_text(json.dumps(rows))
 
 
 if __name__ == "__main__":
