@@ -25,28 +25,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import bonsai_frame, garden_frame, ladder_frames  # noqa: E402
 
 from gsplat_lpt import constants  # noqa: E402
-from gsplat_lpt.reference import may_contribute  # noqa: E402
+from gsplat_lpt.reference import (TRANSMITTANCE_THRESHOLD, _alphas, _tile_pixels, chunk_bounds,  # noqa: E402
+                                  may_contribute)
 
-LOG_THRESHOLD = math.log(1e-4)
-
-
-def pixel_alphas(means2d, conics, opacities, px, py):
-    """[L, M] alpha of every Gaussian at M pixel centres (0 where gsplat skips it)."""
-    dx = means2d[:, 0:1] - px[None]
-    dy = means2d[:, 1:2] - py[None]
-    a, b, c = conics[:, 0:1], conics[:, 1:2], conics[:, 2:3]
-    sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
-    alpha = torch.clamp_max(opacities[:, None] * torch.exp(-sigma), 0.999)
-    return torch.where((sigma >= 0) & (alpha >= 1.0 / 255.0), alpha, torch.zeros_like(alpha))
+LOG_THRESHOLD = math.log(TRANSMITTANCE_THRESHOLD)
 
 
 def stop_depths(alpha):
-    """[M] list position where each pixel stops (gsplat: the Gaussian whose blend would take T below 1e-4),
-    L where it never does."""
-    L = alpha.shape[0]
-    log_t = torch.cumsum(torch.log1p(-alpha.double()), 0)
-    below = log_t < LOG_THRESHOLD
-    first = torch.where(below.any(0), below.float().argmax(0), torch.full_like(below[0], L, dtype=torch.long))
+    """[P] list position where each pixel of alpha [P, L] stops (gsplat: the Gaussian whose blend would take T
+    to the threshold), L where it never does; in float64 logs, an estimate at the threshold's edge."""
+    L = alpha.shape[1]
+    log_t = torch.cumsum(torch.log1p(-alpha.double()), 1)
+    below = log_t <= LOG_THRESHOLD
+    first = torch.where(below.any(1), below.float().argmax(1), torch.full_like(below[:, 0], L, dtype=torch.long))
     return torch.clamp_max(first + 1, L)  # positions walked, the stopping one included
 
 
@@ -63,19 +54,19 @@ def profile_item(frame, item, tile_size=16, margin=constants.DEPTH_MARGIN, chunk
     tile = item % (tiles_x * tiles_y)
     x0, y0 = (tile % tiles_x) * tile_size, (tile // tiles_x) * tile_size
     ids = frame["flatten_ids"][start:end].long()
-    means2d = frame["means2d"].reshape(-1, 2)[ids]
-    conics = frame["conics"].reshape(-1, 3)[ids]
-    opac = frame["opacities"].reshape(-1)[ids]
-    ys, xs = torch.meshgrid(torch.arange(tile_size, device=ids.device), torch.arange(tile_size, device=ids.device),
-                            indexing="ij")
-    px, py = (x0 + xs).reshape(-1).float() + 0.5, (y0 + ys).reshape(-1).float() + 0.5
-    inside = (px < frame["image_width"]) & (py < frame["image_height"])
-    alpha = pixel_alphas(means2d, conics, opac, px, py)
-    alpha[:, ~inside] = 0
+    all_means2d, all_conics = frame["means2d"].reshape(-1, 2), frame["conics"].reshape(-1, 3)
+    all_opacities = frame["opacities"].reshape(-1)
+    means2d, conics, opac = all_means2d[ids], all_conics[ids], all_opacities[ids]
+    rows, cols, inside = _tile_pixels(tile, tiles_x, tile_size, frame["image_width"], frame["image_height"],
+                                      ids.device)
+    px, py = cols.float() + 0.5, rows.float() + 0.5
+    alpha = _alphas(all_means2d, all_conics, all_opacities, ids, px, py)  # [pixels, L]
+    alpha[~inside] = 0
     stops = stop_depths(alpha)
     stops[~inside] = 0
+    ys, xs = rows - y0, cols - x0
     # warps: 8 x 4 pixel blocks
-    warp_of = ((ys // 4) * (tile_size // 8) + xs // 8).reshape(-1)
+    warp_of = (ys // 4) * (tile_size // 8) + xs // 8
     warps = int(warp_of.max()) + 1
     position = torch.arange(L, device=ids.device)
     warp_depth, warp_evals, kept_rows = [], [], []
@@ -94,13 +85,11 @@ def profile_item(frame, item, tile_size=16, margin=constants.DEPTH_MARGIN, chunk
            "evaluations": sum(warp_evals), "max_warp_evaluations": max(warp_evals), "warps": warps}
     covered = L if depth >= L else min(L, math.ceil(depth * margin))
     for k in chunk_counts:
-        chunk_length = -(-covered // k)
         total, longest = 0, 0
-        for c in range(k):
-            s, e = min(covered, c * chunk_length), min(covered, (c + 1) * chunk_length)
+        for s, e in chunk_bounds(0, L, k, covered):
             if e <= s:
                 continue
-            own = stop_depths(alpha[s:e])  # from T = 1
+            own = stop_depths(alpha[:, s:e])  # from T = 1
             for w in range(warps):
                 members = (warp_of == w) & inside
                 d = int(own[members].max()) if bool(members.any()) else 0
