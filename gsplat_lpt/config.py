@@ -15,8 +15,9 @@ from .constants import HEAD_CAPACITY, MAX_CHUNK_COUNTS
 Mode = Literal["lpt", "chunk", "fixed", "auto"]
 MODES: Tuple[str, ...] = ("lpt", "chunk", "fixed", "auto")
 WARP_SHAPES: Tuple[str, ...] = ("auto", "blocks", "rows")
-# FrameArgs.warp_blocks of each warp shape: bit P - 1 set where the kernels of P pixels per thread use blocks
-WARP_BLOCK_BITS = {"auto": 0b01, "blocks": 0b11, "rows": 0b00}
+# FrameArgs.warp_blocks of each warp shape: bit P - 1 set where the persistent kernel of P pixels per thread uses
+# blocks, bit 2 where the chunk kernel does, bit 3 where the persistent kernel of a chunked frame does
+WARP_BLOCK_BITS = {"auto": 0b0001, "blocks": 0b1111, "rows": 0b0000}
 
 
 def warp_block_bits(warp_shape: str, tile_size: int) -> int:
@@ -74,7 +75,8 @@ class LPTConfig:
     cull: bool = True  # drop, per warp, the Gaussians that cannot reach alpha >= 1/255 there (exact)
     pixels_per_thread: int = 0  # pixels per thread of the LPT kernel: 1, 2 (3DGS), 0 = as the last frame's plan asked
     warp_shape: str = "auto"  # pixels of a warp: "blocks" of 8 x 4 pixel groups (tile sizes divisible by 8), "rows"
-    # of the tile, or "auto": blocks with one pixel per thread, rows with two (what measured faster on an H200)
+    # of the tile, or "auto": blocks with one pixel per thread in an unchunked frame, rows with two and in chunked
+    # frames (what measured faster on an H200)
     check_inputs: bool = False  # wait for the GPU after each call and raise on invalid offsets/ids at once
 
     def __post_init__(self) -> None:

@@ -43,7 +43,7 @@ class FrameArgs(ctypes.Structure):
         ("chunk_unit_capacity", ctypes.c_int32),
         ("cull", ctypes.c_int32),  # per-warp culling at batch load (variants with a bound)
         ("finishing_kernels", ctypes.c_int32),  # blending kernels launched for the frame (1 or 2)
-        ("warp_blocks", ctypes.c_int32),  # bit P - 1: kernels of P pixels per thread give warps 8 x 4 pixel blocks
+        ("warp_blocks", ctypes.c_int32),  # blocks (else rows): bit P - 1 persistent, 2 chunk, 3 persistent if chunked
         ("image_width", ctypes.c_uint32),
         ("image_height", ctypes.c_uint32),
         ("tile_size", ctypes.c_uint32),

@@ -313,10 +313,10 @@ class FramePlan:
 
     def warp_shape(self, schedule) -> str:
         """"blocks" or "rows": the pixels each warp of the frame's persistent kernel blended."""
-        bits = warp_block_bits(self.config.warp_shape, self.intersections.tile_size)
-        pixels = schedule[constants.SCHEDULE["pixels_per_thread"]]
-        blocks = (bits >> (pixels - 1)) & 1 and not schedule[constants.SCHEDULE["persistent_rows"]]
-        return "blocks" if blocks else "rows"
+        bits, word = warp_block_bits(self.config.warp_shape, self.intersections.tile_size), constants.SCHEDULE
+        bit = 3 if schedule[word["chunked_tiles"]] > 0 else schedule[word["pixels_per_thread"]] - 1
+        rows = bit < 3 and schedule[word["persistent_rows"]]  # (the plan's word, in unchunked frames)
+        return "blocks" if (bits >> bit) & 1 and not rows else "rows"
 
 
 SIDE_STREAM_PRIORITY = -1  # torch's high priority (lower is higher)

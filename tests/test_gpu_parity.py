@@ -162,8 +162,8 @@ def test_eager_auto_policy_chunks_the_heavy_tile():
 @pytest.mark.parametrize("warp_shape", ["auto", "blocks", "rows"])
 def test_culling_is_exact(cull, pixels_per_thread, warp_shape):
     """Per-warp culling changes no bit of colours, alphas or last_ids (real geometry, many tile sizes, one or
-    two pixels per thread; warps of 8 x 4 pixel groups, or rows: 2 or 4 rows at tile size 16), in lpt mode and
-    in the chunk kernel."""
+    two pixels per thread; warps of 8 x 4 pixel groups, or rows: 2 or 4 rows at tile size 16), in lpt mode,
+    in the chunk kernel, and in a frame of both."""
     for tile_size in (8, 12, 16, 24, 32):
         frame = project(*random_gaussians(6000, seed=tile_size, cluster=2000), *cameras(2, 150, 100), 150, 100,
                         tile_size=tile_size)
@@ -177,6 +177,13 @@ def test_culling_is_exact(cull, pixels_per_thread, warp_shape):
         assert psnr(chunked[0], ref[0]) >= 76.0, tile_size
         unculled = ours_forward(frame, config.replace(mode="chunk", chunk_count=3, cull=not cull))
         assert torch.equal(chunked[0], unculled[0]) and torch.equal(chunked[1], unculled[1]), tile_size
+        # a frame of both kernels: the persistent kernel's warps as the warp shape gives them in a chunked frame
+        mixed = config.replace(mode="fixed", heavy_ratio=0.3, chunk_count=3)
+        both = ours_forward(frame, mixed)
+        assert 0 < both[3].report()["chunked_tiles"] < both[3].report()["nonempty_items"]
+        assert psnr(both[0], ref[0]) >= 76.0, tile_size
+        both_unculled = ours_forward(frame, mixed.replace(cull=not cull))
+        assert torch.equal(both[0], both_unculled[0]) and torch.equal(both[1], both_unculled[1]), tile_size
 
 
 def test_masks_render_background_on_masked_tiles():

@@ -262,6 +262,12 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=
             configs["lpt-rows"] = LPTConfig(mode="lpt", warp_shape="rows")
             configs["lpt-blocks"] = LPTConfig(mode="lpt", warp_shape="blocks")
             configs["auto-rows"] = auto.replace(warp_shape="rows")
+            if os.environ.get("BENCH_WARP_ROLES"):  # each kernel's warp shape on its own (bit 2: the chunk kernel)
+                from gsplat_lpt import config as config_module
+                config_module.WARP_BLOCK_BITS.update({"chunk-rows": 0b001, "chunk-blocks-lpt-rows": 0b100})
+                config_module.WARP_SHAPES = tuple(config_module.WARP_BLOCK_BITS)
+                configs["auto-chunkrows"] = auto.replace(warp_shape="chunk-rows")
+                configs["auto-lptrows"] = auto.replace(warp_shape="chunk-blocks-lpt-rows")
     grid_k = grid_k or ((4, 8, 16, 32, 64) if NEW_CORE else (4, 8, 16))
     if fixed_grid and "balanced" not in name and "bonsai" not in name:  # (the balanced frames: auto never chunks)
         for rho in rhos:
