@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-plan] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-graphs] [sm-activity-ranges] [trace] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-plan] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-graphs] [trace] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -120,13 +120,6 @@ for stage in $stages; do
         --metrics sm__cycles_active.avg,sm__cycles_elapsed.avg,gpu__time_duration.sum \
         python3 tests/device/sm_activity.py --graphs ${SM_FRAMES:+--frames $SM_FRAMES} > "$OUT/ncu_graphs.csv" 2> "$OUT/ncu_graphs_windows.txt"
       python3 tests/device/sm_activity.py --graphs --summarize "$OUT/ncu_graphs.csv" "$OUT/ncu_graphs_windows.txt" | tee "$OUT/sm_activity_graphs.txt"
-      ;;
-    sm-activity-ranges)
-      # the same with each call profiled as one range (ncu range replay): its kernels co-execute as in a real frame
-      ncu --clock-control none --profile-from-start off --replay-mode range --csv --page raw \
-        --metrics sm__cycles_active.avg,sm__cycles_elapsed.avg,gpu__time_duration.sum \
-        python3 tests/device/sm_activity.py ${SM_FRAMES:+--frames $SM_FRAMES} > "$OUT/ncu_ranges.csv" 2> "$OUT/ncu_ranges_windows.txt"
-      python3 tests/device/sm_activity.py --whole-calls --summarize "$OUT/ncu_ranges.csv" "$OUT/ncu_ranges_windows.txt" | tee "$OUT/sm_activity_ranges.txt"
       ;;
     pack)
       (cd "$OUT" && tar czf results.tgz --exclude=results.tgz calibration bench omnire 2>/dev/null; ls -la)

@@ -5,12 +5,8 @@
         python3 tests/device/sm_activity.py > ncu.csv            # the script prints its windows to stderr
     python3 tests/device/sm_activity.py --summarize ncu.csv windows.txt
 
-    ncu --replay-mode range ... python3 tests/device/sm_activity.py > ncu_ranges.csv
-    python3 tests/device/sm_activity.py --whole-calls --summarize ncu_ranges.csv windows.txt
-
 Each measured call (gsplat's `rasterize_to_pixels`, or ours in `auto` after warm-up frames) runs between
-cudaProfilerStart/Stop, so only its kernels are profiled. With `--replay-mode range` Nsight Compute measures
-each such range as one workload, its kernels launched back to back and co-executing as in a real frame. Nsight Compute replays kernels one at a time:
+cudaProfilerStart/Stop, so only its kernels are profiled. Nsight Compute replays kernels one at a time:
 the chunk kernel and the LPT kernel, which co-execute in a real frame, are measured apart, and a frame's SM
 activity is their time-weighted mean (sum of active SM cycles over sum of elapsed cycles), which is what a
 serial schedule of the two would show.
@@ -72,7 +68,6 @@ def captured(call):
 
 
 def summarize(csv_path: Path, windows_path: Path, graphs: bool = False) -> None:
-    """graphs: every row is a whole call (a profiled graph, or a range of range replay)."""
     windows = [line.split("\t") for line in windows_path.read_text().splitlines() if "\t" in line]
     rows = [row for row in csv.DictReader(line for line in csv_path.read_text().splitlines() if line.startswith('"'))
             if (graphs or row.get("Kernel Name")) and row.get("sm__cycles_active.avg") not in (None, "", "cycle")]
@@ -110,11 +105,9 @@ def main() -> None:
     parser.add_argument("--graphs", action="store_true",
                         help="each call captured in a CUDA graph, for ncu --graph-profiling graph (co-executing kernels "
                              "measured together)")
-    parser.add_argument("--whole-calls", action="store_true",
-                        help="with --summarize: every row of the csv is one call (ncu --replay-mode range)")
     args = parser.parse_args()
     if args.summarize:
-        summarize(*args.summarize, graphs=args.graphs or args.whole_calls)
+        summarize(*args.summarize, graphs=args.graphs)
     else:
         run(args.frames, args.graphs)
 
