@@ -243,7 +243,7 @@ def culled_share(frame, warp_shape="rows") -> float:
 
 
 def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=(0.001, 0.005, 0.02, 0.05),
-            grid_k=None):
+            grid_k=None, grid_two_pixels=False):
     from gsplat_lpt.hook import original
 
     gsplat_blend = original("rasterize_to_pixels")
@@ -258,6 +258,8 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=
             configs["lpt-2px"] = LPTConfig(mode="lpt", pixels_per_thread=2)
             configs["auto-2px"] = auto.replace(pixels_per_thread=2)
         configs["auto-nofeedback"] = auto.replace(saturation_feedback=False)
+        if "one_grid" in LPTConfig.__dataclass_fields__:  # the two kernels co-executing instead of one grid
+            configs["auto-2kernels"] = auto.replace(one_grid=False)
         if "warp_shape" in LPTConfig.__dataclass_fields__:
             configs["lpt-rows"] = LPTConfig(mode="lpt", warp_shape="rows")
             configs["lpt-blocks"] = LPTConfig(mode="lpt", warp_shape="blocks")
@@ -273,6 +275,8 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=
         for rho in rhos:
             for k in grid_k:
                 configs[f"fixed({rho},{k})"] = LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
+                if grid_two_pixels:  # the same schedule, the persistent kernel at two pixels per thread
+                    configs[f"fixed2px({rho},{k})"] = configs[f"fixed({rho},{k})"].replace(pixels_per_thread=2)
     for lam, beta in policy_grid:  # auto with other constants of Eq. (6): the policy's sensitivity to them
         configs[f"auto(l={lam:g},b={beta:g})"] = auto.replace(overhead_lambda=lam, imbalance_beta=beta)
     variants = {"vanilla": lambda: gsplat_blend(**frame)}
@@ -377,6 +381,8 @@ def main() -> None:
     parser.add_argument("--fixed-grid", action="store_true")
     parser.add_argument("--rhos", nargs="+", type=float, default=[0.001, 0.005, 0.02, 0.05],
                         help="heavy ratios of the fixed grid")
+    parser.add_argument("--grid-two-pixels", action="store_true",
+                        help="the fixed grid also with the persistent kernel at two pixels per thread")
     parser.add_argument("--ks", nargs="+", type=int, default=None, help="chunk counts of the fixed grid")
     parser.add_argument("--policy-grid", nargs="*", default=[], metavar="LAMBDA:BETA",
                         help="also time auto with these (overhead_lambda, imbalance_beta) pairs")
@@ -401,7 +407,8 @@ def main() -> None:
     rows = []
     for name, frame in frames:
         grid = [tuple(float(x) for x in pair.split(":")) for pair in args.policy_grid]
-        row = measure(name, frame, args.repeats, args.fixed_grid, policy, grid, args.rhos, args.ks)
+        row = measure(name, frame, args.repeats, args.fixed_grid, policy, grid, args.rhos, args.ks,
+                      args.grid_two_pixels)
         rows.append(row)
         print(json.dumps(row), flush=True)
     (args.out / f"bench_{args.tag}.json").write_text(json.dumps(rows, indent=1))
