@@ -71,7 +71,6 @@ class LPTConfig:
     max_chunked_tiles: int = 255  # upper bound on h searched by "auto" (the plan sorts about that many items exactly)
     max_chunks: int = 4096  # upper bound on h * k: the partial buffers never hold more chunks
     co_execute: bool = True  # run the LPT kernel beside the chunk kernel (else after it)
-    one_grid: bool = True  # co-executing with one pixel per thread: both in one persistent grid, chunks first
     saturation_feedback: bool = True  # predict an item's cost from where it stopped in the frame before
     cull: bool = True  # drop, per warp, the Gaussians that cannot reach alpha >= 1/255 there (exact)
     pixels_per_thread: int = 0  # pixels per thread of the LPT kernel: 1, 2 (3DGS), 0 = as the last frame's plan asked

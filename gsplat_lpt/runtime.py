@@ -337,7 +337,7 @@ class Rasterizer:
         # two pixels per thread where the variant has them and the tile's rows pair up: a second persistent
         # kernel of half the threads, launched instead of the first where the last finished frame's plan
         # asked for it (constants.TWO_PIXEL_MAX_IMBALANCE)
-        self.two_pixels = variant.two_pixels_possible(tile_size)
+        self.two_pixels = two_pixels_possible(variant, tile_size)
         names = variant.kernel_names(channels, self.max_threads)
         exports = variant.export_line(channels, self.max_threads)
         if self.two_pixels:
@@ -345,8 +345,8 @@ class Rasterizer:
             exports += variant.export_line(channels, self.max_threads // 2, 2)
         kernels = compile_kernels(variant.kernel_source, names, variant.kernel_structs(), variant.extra_checks() + exports,
                                   device_index, variant.compile_backend, variant.compile_options())
-        self.persistent, self.chunk, self.one_grid = kernels[:3]  # (one_grid: both mechanisms, chunks first)
-        self.persistent_two = kernels[3] if self.two_pixels else None
+        self.persistent, self.chunk = kernels[:2]
+        self.persistent_two = kernels[2] if self.two_pixels else None
         self.plan_costs, self.plan_order, cluster = plan_kernels(device_index)
         self._plan_costs, self._plan_order = self.plan_costs.kernel.ptr, self.plan_order.kernel.ptr
         # the one-launch plan: (largest frame in items, kernel); none without clusters (or should the build not
@@ -362,12 +362,11 @@ class Rasterizer:
                 f"the {variant.name} kernels need {self.shared_bytes} bytes of shared memory per CTA at tile size "
                 f"{tile_size}; this GPU allows {limit}: use a smaller tile_size")
         if self.shared_bytes > 48 * 1024:
-            for kernel in (self.persistent, self.chunk, self.one_grid, self.persistent_two):
+            for kernel in (self.persistent, self.chunk, self.persistent_two):
                 if kernel is not None:
                     kernel.max_dynamic_shared_size_bytes = self.shared_bytes
         self.concurrent_ctas = self._concurrent_ctas(self.persistent, self.block)
-        self._persistent, self._chunk, self._one_grid = (k.kernel.ptr for k in kernels[:3])
-        self.one_grid_ctas = min(self.concurrent_ctas, self._concurrent_ctas(self.one_grid, self.block))  # (same bounds)
+        self._persistent, self._chunk = self.persistent.kernel.ptr, self.chunk.kernel.ptr
         if self.two_pixels:  # K of the two-pixel kernel (its CTAs have half the threads)
             self.concurrent_ctas_two = self._concurrent_ctas(self.persistent_two, self.block // 2)
             self._persistent_two = self.persistent_two.kernel.ptr
@@ -491,11 +490,10 @@ class Rasterizer:
         return plan
 
     def run(self, plan: FramePlan, params: ctypes.Structure, outputs: ctypes.Structure) -> None:
-        """Launch the frame's blending kernels: with one pixel per thread one persistent grid of both
-        mechanisms; else the chunk kernel, then the LPT kernel beside it (started once every chunk CTA is
-        resident; before compute capability 9.0 the chunk kernel runs on the side stream, ordered with
-        events). They read h and k on the device. A plan can run more than once (the kernels leave the
-        workspace as the plan left it)."""
+        """Launch the frame's blending kernels: the chunk kernel, then the persistent LPT kernel beside it
+        (started once every chunk CTA is resident; before compute capability 9.0 the chunk kernel runs on the
+        side stream, ordered with events); both read h and k on the device. A plan can run more than once
+        (the kernels leave the workspace as the plan left it)."""
         ws = plan.workspace
         if plan.frame_index != ws.planned_frame:
             raise RuntimeError("this FramePlan is stale: the rasterizer has planned another frame since")
@@ -509,49 +507,44 @@ class Rasterizer:
         f.chunk_unit_capacity = ws.chunk_units if plan.chunk_kernel else 0
         f.cull = plan.config.cull
         f.warp_blocks = warp_block_bits(plan.config.warp_shape, inter.tile_size)
-        two = ws.plan_args.two_pixels == 2
-        one_grid = plan.chunk_kernel and plan.config.co_execute and plan.config.one_grid and not two
-        f.finishing_kernels = 2 if plan.chunk_kernel and not one_grid else 1
+        f.finishing_kernels = 2 if plan.chunk_kernel else 1
         f.image_width, f.image_height, f.tile_size = inter.image_width, inter.image_height, inter.tile_size
         f.tile_width, f.tile_height = inter.tile_width, inter.tile_height
         arguments = ws.frame_arguments
         arguments[1], arguments[2] = ctypes.addressof(params), ctypes.addressof(outputs)
 
-        if one_grid:  # the chunk units, then the LPT queue, in one persistent grid (lpt::chunked_frame_blend)
-            _launch(self._one_grid, min(self.one_grid_ctas, ws.chunk_units + inter.num_items), self.block,
-                    self.shared_bytes, main, arguments)
-        elif plan.chunk_kernel and plan.config.co_execute and self.lpt_behind_chunks is not None:
+        two = ws.plan_args.two_pixels == 2
+        if plan.chunk_kernel and plan.config.co_execute and self.lpt_behind_chunks is not None:
             # one stream: the chunk kernel, then the LPT kernel, allowed to start as soon as every chunk CTA is
             # resident (each LPT CTA waits for the chunk kernel before it exits)
             _launch(self._chunk, min(self.concurrent_ctas, ws.chunk_units), self.block, self.shared_bytes, main,
                     arguments)
-            ctas = self.concurrent_ctas_two if two else self.concurrent_ctas
-            self.lpt_behind_chunks[2 if two else 1](min(ctas, inter.num_items), main, arguments)
-        else:
-            self._launch_apart(plan, two, main, arguments)
-        self._finish(plan)
-
-    def _launch_apart(self, plan: FramePlan, two: bool, main: int, arguments) -> None:
-        """The chunk kernel (if any) and the LPT kernel as two launches: beside each other (the chunk kernel on
-        the side stream, which joins back into the current stream before anything else runs there, so tensors
-        allocated on the current stream need no record_stream), or one after the other."""
-        ws, inter = plan.workspace, plan.intersections
-        side = self._side if plan.chunk_kernel and plan.config.co_execute else main
-        if side != main:
-            _cuda_runtime.eventRecord(self._fork, main)  # the plan and the inputs are ready
-            _cuda_runtime.streamWaitEvent(side, self._fork, 0)
-        if plan.chunk_kernel:  # launched first: its CTAs (the heaviest items' chunks) are resident before the LPT's
-            _launch(self._chunk, min(self.concurrent_ctas, ws.chunk_units), self.block, self.shared_bytes, side,
-                    arguments)
+            if two:
+                self.lpt_behind_chunks[2](min(self.concurrent_ctas_two, inter.num_items), main, arguments)
+            else:
+                self.lpt_behind_chunks[1](min(self.concurrent_ctas, inter.num_items), main, arguments)
+            self._finish(plan)
+            return
+        if plan.chunk_kernel:
+            # The side stream joins back into the current stream below, before anything else runs there,
+            # so tensors allocated on the current stream need no record_stream.
+            side = self._side if plan.config.co_execute else main
+            if side != main:
+                _cuda_runtime.eventRecord(self._fork, main)  # the plan and the inputs are ready
+                _cuda_runtime.streamWaitEvent(side, self._fork, 0)
+            grid = min(self.concurrent_ctas, ws.chunk_units)
+            # launched first: its CTAs (the heaviest items' chunks) are resident before the LPT kernel's
+            _launch(self._chunk, grid, self.block, self.shared_bytes, side, arguments)
         if two:
             _launch(self._persistent_two, min(self.concurrent_ctas_two, inter.num_items), self.block // 2,
                     self.shared_bytes, main, arguments)
         else:
             _launch(self._persistent, min(self.concurrent_ctas, inter.num_items), self.block, self.shared_bytes,
                     main, arguments)
-        if side != main:
+        if plan.chunk_kernel and side != main:
             _cuda_runtime.eventRecord(self._join, side)
             _cuda_runtime.streamWaitEvent(main, self._join, 0)
+        self._finish(plan)
 
     def _finish(self, plan: FramePlan) -> None:
         """After the launches: the frame's geometry for the next plan's feedback, and the input check."""
@@ -580,6 +573,12 @@ def reset_rasterizers() -> None:
     """Forget every cached Rasterizer (their workspaces are freed once no plan refers to them)."""
     with _rasterizers_lock:
         _rasterizers.clear()
+
+
+def two_pixels_possible(variant: "variants.Variant", tile_size: int) -> bool:
+    """Whether a Rasterizer of this variant and tile size has the two-pixels-per-thread kernel: the variant
+    has it and the tile's rows pair up."""
+    return variant.pixels_per_thread == 2 and tile_size % 2 == 0
 
 
 def rasterizer_for(variant: "variants.Variant", channels: int, tile_size: int, device: torch.device) -> Rasterizer:

@@ -6,9 +6,7 @@
 //   - lpt_persistent_blend: K resident CTAs drain a queue of (image, tile) items in LPT order (Sec. 4.1),
 //   - depth_chunk_blend:    persistent CTAs blend depth chunks of the h heaviest items with saturation
 //                           signalling (Sec. 4.2); the last chunk of an item to finish composites all of its
-//                           chunks in depth order, Eq. (5),
-//   - chunked_frame_blend:  one persistent grid that takes the chunk units, then the LPT queue: the two
-//                           mechanisms co-executing in one launch (the runtime's default for chunked frames).
+//                           chunks in depth order, Eq. (5).
 //
 // Variant concept (see blend_3dgs.cu for the smallest one):
 //   struct V {
@@ -592,42 +590,6 @@ __device__ inline bool launched_with_enough_shared_memory(const FrameArgs& f) {
     return false;
 }
 
-// One item of the LPT queue (queue position `position`, after the h chunked items): gsplat's per-pixel math.
-template <class V, unsigned CDIM, unsigned P>
-__device__ void blend_lpt_item(const FrameArgs& f, const typename V::Params& params, const typename V::Outputs& out,
-                               const SharedBatch<V>& batch, int position, int chunked_tiles, bool invalid_frame) {
-    const int item = f.lpt_order[chunked_tiles + position];
-    const bool masked = f.masks != nullptr && !f.masks[item];
-    const bool blocks = chunked_tiles > 0 ? chunked_frame_warp_blocks(f)
-                                          : warp_blocks<P>(f) && f.schedule[LPT_WORD_PERSISTENT_ROWS] == 0;
-    PixelSlot slots[P] = {};
-    typename V::Pixel pixel_ctx[P];
-    PixelBlend<V, CDIM> pixels[P] = {};
-#pragma unroll
-    for (unsigned p = 0; p < P; ++p) {
-        slots[p] = PixelSlot(f, item, pixel_rank<P>(f, blocks, threadIdx.x, p));
-        bool valid_ray = true;
-        pixel_ctx[p] = V::pixel(params, slots[p].image, slots[p].px, slots[p].py, valid_ray);
-        pixels[p] = PixelBlend<V, CDIM>(slots[p].inside && valid_ray);
-        if (invalid_frame) {
-            pixels[p].acc.poison();
-            pixels[p].T = __int_as_float(0x7fc00000);
-        }
-    }
-    int range_start = 0, range_end = 0, stop_position = 0;
-    if (!invalid_frame && !masked) {  // gsplat renders the background on masked-out tiles
-        item_range(f, item, range_start, range_end);
-        blend_range<V, P>(f, params, batch, range_start, range_end, pixel_ctx, slots[0], blocks, pixels, nullptr,
-                          0, stop_position);
-    }
-#pragma unroll
-    for (unsigned p = 0; p < P; ++p)
-        if (slots[p].inside)
-            pixels[p].acc.write(params, out, slots[p], pixels[p].T, masked ? -1 : (int)pixels[p].last_index);
-    if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;
-    __syncthreads();  // the staged batch and the broadcast word are reused by the next unit
-}
-
 // Mechanism 1: a persistent grid of K CTAs drains the LPT queue, every work item except the h chunked
 // ones, heaviest predicted cost first. Per-pixel math identical to gsplat's forward kernel.
 template <class V, unsigned CDIM, unsigned P>
@@ -645,7 +607,37 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
     for (bool first = true;; first = false) {
         const int position = queue.next(&broadcast, first);
         if (position >= queue_length) break;
-        blend_lpt_item<V, CDIM, P>(f, params, out, batch, position, chunked_tiles, invalid_frame);
+        const int item = f.lpt_order[chunked_tiles + position];
+        const bool masked = f.masks != nullptr && !f.masks[item];
+        // read per item rather than held in a register across the queue loop (the one-pixel build spilled)
+        const bool blocks = chunked_tiles > 0 ? chunked_frame_warp_blocks(f)
+                                              : warp_blocks<P>(f) && f.schedule[LPT_WORD_PERSISTENT_ROWS] == 0;
+        PixelSlot slots[P] = {};
+        typename V::Pixel pixel_ctx[P];
+        PixelBlend<V, CDIM> pixels[P] = {};
+#pragma unroll
+        for (unsigned p = 0; p < P; ++p) {
+            slots[p] = PixelSlot(f, item, pixel_rank<P>(f, blocks, threadIdx.x, p));
+            bool valid_ray = true;
+            pixel_ctx[p] = V::pixel(params, slots[p].image, slots[p].px, slots[p].py, valid_ray);
+            pixels[p] = PixelBlend<V, CDIM>(slots[p].inside && valid_ray);
+            if (invalid_frame) {
+                pixels[p].acc.poison();
+                pixels[p].T = __int_as_float(0x7fc00000);
+            }
+        }
+        int range_start = 0, range_end = 0, stop_position = 0;
+        if (!invalid_frame && !masked) {  // gsplat renders the background on masked-out tiles
+            item_range(f, item, range_start, range_end);
+            blend_range<V, P>(f, params, batch, range_start, range_end, pixel_ctx, slots[0], blocks, pixels, nullptr,
+                              0, stop_position);
+        }
+#pragma unroll
+        for (unsigned p = 0; p < P; ++p)
+            if (slots[p].inside)
+                pixels[p].acc.write(params, out, slots[p], pixels[p].T, masked ? -1 : (int)pixels[p].last_index);
+        if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;
+        __syncthreads();  // the staged batch and the broadcast word are reused by the next unit
     }
     leave_queue(f, LPT_WORD_LPT_COUNTER, LPT_WORD_LPT_EXITED);
 }
@@ -705,216 +697,178 @@ __device__ inline int estimated_stop(int c, int chunk_length, float T_before, fl
 // on from each open pixel's composed T. A chunk's partials are laid out per pixel slot of the CTA: value v
 // of pixel p of thread t at [v * pixels + p * block + t].
 template <class V, unsigned CDIM, unsigned P>
-__device__ void blend_chunk_unit(const FrameArgs& f, const typename V::Params& params, const typename V::Outputs& out,
-                                 const SharedBatch<V>& batch, int unit, int chunked_tiles, int chunk_count) {
-    __shared__ int last_arrival;
-    __shared__ int deepest_chunk;  // the composite's depth bound: 1 + the deepest chunk a pixel of the item needs
-    __shared__ int estimated_depth;  // the composite's estimate of the item's stop depth (see estimated_stop)
-    __shared__ unsigned largest_open_T;  // the chunk's largest T among its pixels still blending (float bits)
-    using Accumulator = typename V::template Accumulator<CDIM>;
-    constexpr unsigned kSlotFloats = Accumulator::kPartialFloats + 1;  // + T
-    const unsigned block = blockDim.x;
-    const unsigned pixels_per_cta = block * P;
-    const bool blocks = chunk_warp_blocks(f);
-    const int chunk = unit / chunked_tiles;
-    const int tile_slot = unit - chunk * chunked_tiles;
-    const int item = f.lpt_order[tile_slot];
-    PixelSlot slots[P] = {};
-    typename V::Pixel pixel_ctx[P];
-    bool valid_rays[P];
-    PixelBlend<V, CDIM> pixels[P] = {};
-#pragma unroll
-    for (unsigned p = 0; p < P; ++p) {
-        slots[p] = PixelSlot(f, item, pixel_rank<P>(f, blocks, threadIdx.x, p));
-        valid_rays[p] = true;
-        pixel_ctx[p] = V::pixel(params, slots[p].image, slots[p].px, slots[p].py, valid_rays[p]);
-        pixels[p] = PixelBlend<V, CDIM>(slots[p].inside && valid_rays[p]);
-    }
-
-    int range_start, range_end;
-    item_range(f, item, range_start, range_end);
-    const int length = range_end - range_start;
-    const int predicted = min(f.sorted_costs[tile_slot], length);
-    const int covered = predicted >= length ? length : min(length, (int)ceilf((float)predicted * LPT_DEPTH_MARGIN));
-    const int chunk_length = (covered + chunk_count - 1) / chunk_count;
-    const int covered_end = range_start + covered;  // the composite walks the list beyond, where needed
-    const int chunk_start = min(covered_end, range_start + chunk * chunk_length);
-    const int chunk_end = min(covered_end, chunk_start + chunk_length);
-
-    int* saturation_flag = f.saturation_flags + tile_slot;
-    int stop_position = chunk_start;
-    const bool stopped = blend_range<V, P>(f, params, batch, chunk_start, chunk_end, pixel_ctx, slots[0], blocks,
-                                           pixels, saturation_flag, chunk, stop_position);
-    bool all_done = true;
-    float open_T = 0.f;
-#pragma unroll
-    for (unsigned p = 0; p < P; ++p) {
-        all_done = all_done && pixels[p].done;
-        if (!pixels[p].done) open_T = fmaxf(open_T, pixels[p].T);
-    }
-    if (threadIdx.x == 0) largest_open_T = 0u;
-    // every pixel of the item saturated here: chunks after this one cannot contribute
-    if (__syncthreads_count(all_done) >= (int)block && threadIdx.x == 0) {
-        atomicMin(saturation_flag, chunk);
-        atomicMin(f.chunk_depth + tile_slot, stop_position - range_start);
-    }
-    if (!stopped && open_T > 0.f) atomicMax(&largest_open_T, __float_as_uint(open_T));  // (T >= 0: bits order)
-    if (!stopped) {  // when stopped, an earlier chunk saturated the item: the composite never reads this one
-#pragma unroll
-        for (unsigned p = 0; p < P; ++p) {
-            float* partial = f.partials + (long long)unit * kSlotFloats * pixels_per_cta + p * block + threadIdx.x;
-            pixels[p].acc.store_partial(partial, pixels_per_cta);
-            partial[(long long)Accumulator::kPartialFloats * pixels_per_cta] = pixels[p].done ? -pixels[p].T : pixels[p].T;
-        }
-    }
-
-    // the last chunk of the item to arrive composites all of them
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        if (!stopped) signal_saturated_prefix(f, saturation_flag, unit, tile_slot, chunked_tiles, chunk_count,
-                                              __uint_as_float(largest_open_T));
-        last_arrival = atomicAdd(f.chunk_arrivals + tile_slot, 1) == chunk_count - 1;
-        deepest_chunk = 0;
-        estimated_depth = 0;
-    }
-    __syncthreads();
-    if (last_arrival) {
-        __threadfence();
-        PixelBlend<V, CDIM> composite[P] = {};
-        float first_T[P];  // chunk 0's T (negative: the pixel saturated in chunk 0)
-        int needed_chunks = 0;  // this thread's pixels: chunks up to the one where the product of T falls to the threshold
-        int estimate = 0;  // this thread's pixels: the largest estimated stop depth (from range_start)
-        // chunks after the saturation flag's never stored partials: every pixel saturated at or before it
-        const int flag = *((volatile const int*)saturation_flag);  // final: every chunk has arrived
-        const int last_chunk = min(chunk_count - 1, flag);
-#pragma unroll
-        for (unsigned p = 0; p < P; ++p) {
-            composite[p] = PixelBlend<V, CDIM>(slots[p].inside);
-            first_T[p] = -1.f;
-            if (!slots[p].inside) continue;
-            int needed = last_chunk + 1;  // (the whole covered range where T never falls that low)
-            int pixel_estimate = needed * chunk_length;
-            for (int c = 0; c <= last_chunk; ++c) {
-                const float* chunk_slot = f.partials + ((long long)c * chunked_tiles + tile_slot) * kSlotFloats * pixels_per_cta
-                                          + p * block + threadIdx.x;
-                const float signed_T = __ldcg(chunk_slot + (long long)Accumulator::kPartialFloats * pixels_per_cta);
-                if (c == 0) first_T[p] = signed_T;
-                const float T_before = composite[p].T;
-                composite[p].acc.combine_partial(chunk_slot, pixels_per_cta, T_before);
-                composite[p].T *= fabsf(signed_T);
-                if (needed == last_chunk + 1 && (signed_T < 0.f || composite[p].T <= kTransmittanceThreshold)) {
-                    needed = c + 1;
-                    pixel_estimate = estimated_stop(c, chunk_length, T_before, fabsf(signed_T));
-                }
-                if (signed_T < 0.f) {  // saturated inside this chunk (or no valid ray: nothing blended)
-                    composite[p].done = true;
-                    break;
-                }
-            }
-            if (composite[p].T <= kTransmittanceThreshold) composite[p].done = true;
-            needed_chunks = max(needed_chunks, needed);
-            estimate = max(estimate, pixel_estimate);
-        }
-        if (needed_chunks > 0) atomicMax(&deepest_chunk, needed_chunks);
-        if (estimate > 0) atomicMax(&estimated_depth, estimate);
-        // The list beyond the covered range (the prediction fell short of this frame's depth): the
-        // pixels still open walk on from their composed T, one CTA, gsplat's rule, until they saturate.
-        // A chunk that started there from T = 1 could not stop before the end of the list: it saturates
-        // on its own late or never, and the chunks before it cannot signal a saturation that happens
-        // inside it. No pixel is open where the flag fell (each saturated at or before that chunk).
-        int walked_end = covered_end;
-        if (flag >= chunk_count && covered_end < range_end)
-            blend_range<V, P>(f, params, batch, covered_end, range_end, pixel_ctx, slots[0], blocks, composite,
-                              nullptr, 0, walked_end);
-        if constexpr (Rewalks<Accumulator>::value) {  // the whole CTA walks (blend_range synchronises it)
-            RewalkPixel<V, CDIM> rewalk[P];
-#pragma unroll
-            for (unsigned p = 0; p < P; ++p) {
-                const bool walk = slots[p].inside && valid_rays[p] && chunk_count > 1 && first_T[p] > 0.f;
-                rewalk[p].acc = &composite[p].acc;
-                rewalk[p].T = first_T[p];
-                rewalk[p].done = !walk || composite[p].acc.rewalk_settled(first_T[p]);
-            }
-            int walk_stop;
-            __syncthreads();  // (the batch of the walk beyond the covered range)
-            blend_range<V, P>(f, params, batch, min(range_end, range_start + chunk_length), range_end, pixel_ctx,
-                              slots[0], blocks, rewalk, nullptr, 0, walk_stop);
-        }
-#pragma unroll
-        for (unsigned p = 0; p < P; ++p)
-            if (slots[p].inside) composite[p].acc.write(params, out, slots[p], composite[p].T, -1);
-        __syncthreads();  // (deepest_chunk, estimated_depth)
-        if (threadIdx.x == 0) {  // leave the item's words as the plan set them: the plan can run again
-            // the item's depth for the next frame's plan: where the walk beyond the covered range stopped,
-            // else the pixels' largest estimated stop inside the chunk each needed (estimated_stop), capped
-            // by the first chunk that saturated every pixel on its own. (The end of the needed chunk, an
-            // upper bound, fed back a depth up to a chunk too deep: a prediction that grew with it, and
-            // items that looked heavier than they are kept their frame chunked.)
-            const int needed_depth = deepest_chunk == chunk_count ? walked_end - range_start
-                                                                  : min(length, estimated_depth);
-            if (f.item_depth != nullptr) f.item_depth[item] = min(f.chunk_depth[tile_slot], needed_depth);
-            f.chunk_arrivals[tile_slot] = 0;
-            f.saturation_flags[tile_slot] = chunk_count;
-            f.chunk_depth[tile_slot] = kNoDepth;
-        }
-        for (int c = (int)threadIdx.x; c < chunk_count; c += (int)block)
-            f.chunk_transmittance[c * chunked_tiles + tile_slot] = -1.f;
-    }
-    __syncthreads();  // the staged batch and the broadcast words are reused by the next unit
-}
-
-// The chunk kernel: a persistent grid drains the chunk units, chunk-major (see blend_chunk_unit).
-template <class V, unsigned CDIM, unsigned P>
 __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& params,
                                   const typename V::Outputs& out) {
     allow_dependent_launch();  // the LPT kernel starts once every chunk CTA is resident (see the runtime)
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     __shared__ int broadcast;
+    __shared__ int last_arrival;
+    __shared__ int deepest_chunk;  // the composite's depth bound: 1 + the deepest chunk a pixel of the item needs
+    __shared__ int estimated_depth;  // the composite's estimate of the item's stop depth (see estimated_stop)
+    __shared__ unsigned largest_open_T;  // the chunk's largest T among its pixels still blending (float bits)
     if (!launched_with_enough_shared_memory<V>(f)) return;
     const SharedBatch<V> batch(shared_bytes);
+    using Accumulator = typename V::template Accumulator<CDIM>;
+    constexpr unsigned kSlotFloats = Accumulator::kPartialFloats + 1;  // + T
     const int chunked_tiles = f.schedule[LPT_WORD_CHUNKED_TILES];
     const int chunk_count = f.schedule[LPT_WORD_CHUNK_COUNT];
-    const int chunk_units = min(chunked_tiles * chunk_count, f.chunk_unit_capacity);
+    const int chunk_units = chunked_tiles * chunk_count;
+    const unsigned block = blockDim.x;
+    const unsigned pixels_per_cta = block * P;
+    const bool blocks = chunk_warp_blocks(f);
     PersistentQueue queue(f.schedule + LPT_WORD_CHUNK_COUNTER);
 
     for (bool first = true;; first = false) {
         const int unit = queue.next(&broadcast, first);
-        if (unit >= chunk_units) break;
-        blend_chunk_unit<V, CDIM, P>(f, params, out, batch, unit, chunked_tiles, chunk_count);
+        if (unit >= chunk_units || unit >= f.chunk_unit_capacity) break;
+        const int chunk = unit / chunked_tiles;
+        const int tile_slot = unit - chunk * chunked_tiles;
+        const int item = f.lpt_order[tile_slot];
+        PixelSlot slots[P] = {};
+        typename V::Pixel pixel_ctx[P];
+        bool valid_rays[P];
+        PixelBlend<V, CDIM> pixels[P] = {};
+#pragma unroll
+        for (unsigned p = 0; p < P; ++p) {
+            slots[p] = PixelSlot(f, item, pixel_rank<P>(f, blocks, threadIdx.x, p));
+            valid_rays[p] = true;
+            pixel_ctx[p] = V::pixel(params, slots[p].image, slots[p].px, slots[p].py, valid_rays[p]);
+            pixels[p] = PixelBlend<V, CDIM>(slots[p].inside && valid_rays[p]);
+        }
+
+        int range_start, range_end;
+        item_range(f, item, range_start, range_end);
+        const int length = range_end - range_start;
+        const int predicted = min(f.sorted_costs[tile_slot], length);
+        const int covered = predicted >= length ? length : min(length, (int)ceilf((float)predicted * LPT_DEPTH_MARGIN));
+        const int chunk_length = (covered + chunk_count - 1) / chunk_count;
+        const int covered_end = range_start + covered;  // the composite walks the list beyond, where needed
+        const int chunk_start = min(covered_end, range_start + chunk * chunk_length);
+        const int chunk_end = min(covered_end, chunk_start + chunk_length);
+
+        int* saturation_flag = f.saturation_flags + tile_slot;
+        int stop_position = chunk_start;
+        const bool stopped = blend_range<V, P>(f, params, batch, chunk_start, chunk_end, pixel_ctx, slots[0], blocks,
+                                               pixels, saturation_flag, chunk, stop_position);
+        bool all_done = true;
+        float open_T = 0.f;
+#pragma unroll
+        for (unsigned p = 0; p < P; ++p) {
+            all_done = all_done && pixels[p].done;
+            if (!pixels[p].done) open_T = fmaxf(open_T, pixels[p].T);
+        }
+        if (threadIdx.x == 0) largest_open_T = 0u;
+        // every pixel of the item saturated here: chunks after this one cannot contribute
+        if (__syncthreads_count(all_done) >= (int)block && threadIdx.x == 0) {
+            atomicMin(saturation_flag, chunk);
+            atomicMin(f.chunk_depth + tile_slot, stop_position - range_start);
+        }
+        if (!stopped && open_T > 0.f) atomicMax(&largest_open_T, __float_as_uint(open_T));  // (T >= 0: bits order)
+        if (!stopped) {  // when stopped, an earlier chunk saturated the item: the composite never reads this one
+#pragma unroll
+            for (unsigned p = 0; p < P; ++p) {
+                float* partial = f.partials + (long long)unit * kSlotFloats * pixels_per_cta + p * block + threadIdx.x;
+                pixels[p].acc.store_partial(partial, pixels_per_cta);
+                partial[(long long)Accumulator::kPartialFloats * pixels_per_cta] = pixels[p].done ? -pixels[p].T : pixels[p].T;
+            }
+        }
+
+        // the last chunk of the item to arrive composites all of them
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            if (!stopped) signal_saturated_prefix(f, saturation_flag, unit, tile_slot, chunked_tiles, chunk_count,
+                                                  __uint_as_float(largest_open_T));
+            last_arrival = atomicAdd(f.chunk_arrivals + tile_slot, 1) == chunk_count - 1;
+            deepest_chunk = 0;
+            estimated_depth = 0;
+        }
+        __syncthreads();
+        if (last_arrival) {
+            __threadfence();
+            PixelBlend<V, CDIM> composite[P] = {};
+            float first_T[P];  // chunk 0's T (negative: the pixel saturated in chunk 0)
+            int needed_chunks = 0;  // this thread's pixels: chunks up to the one where the product of T falls to the threshold
+            int estimate = 0;  // this thread's pixels: the largest estimated stop depth (from range_start)
+            // chunks after the saturation flag's never stored partials: every pixel saturated at or before it
+            const int flag = *((volatile const int*)saturation_flag);  // final: every chunk has arrived
+            const int last_chunk = min(chunk_count - 1, flag);
+#pragma unroll
+            for (unsigned p = 0; p < P; ++p) {
+                composite[p] = PixelBlend<V, CDIM>(slots[p].inside);
+                first_T[p] = -1.f;
+                if (!slots[p].inside) continue;
+                int needed = last_chunk + 1;  // (the whole covered range where T never falls that low)
+                int pixel_estimate = needed * chunk_length;
+                for (int c = 0; c <= last_chunk; ++c) {
+                    const float* chunk_slot = f.partials + ((long long)c * chunked_tiles + tile_slot) * kSlotFloats * pixels_per_cta
+                                              + p * block + threadIdx.x;
+                    const float signed_T = __ldcg(chunk_slot + (long long)Accumulator::kPartialFloats * pixels_per_cta);
+                    if (c == 0) first_T[p] = signed_T;
+                    const float T_before = composite[p].T;
+                    composite[p].acc.combine_partial(chunk_slot, pixels_per_cta, T_before);
+                    composite[p].T *= fabsf(signed_T);
+                    if (needed == last_chunk + 1 && (signed_T < 0.f || composite[p].T <= kTransmittanceThreshold)) {
+                        needed = c + 1;
+                        pixel_estimate = estimated_stop(c, chunk_length, T_before, fabsf(signed_T));
+                    }
+                    if (signed_T < 0.f) {  // saturated inside this chunk (or no valid ray: nothing blended)
+                        composite[p].done = true;
+                        break;
+                    }
+                }
+                if (composite[p].T <= kTransmittanceThreshold) composite[p].done = true;
+                needed_chunks = max(needed_chunks, needed);
+                estimate = max(estimate, pixel_estimate);
+            }
+            if (needed_chunks > 0) atomicMax(&deepest_chunk, needed_chunks);
+            if (estimate > 0) atomicMax(&estimated_depth, estimate);
+            // The list beyond the covered range (the prediction fell short of this frame's depth): the
+            // pixels still open walk on from their composed T, one CTA, gsplat's rule, until they saturate.
+            // A chunk that started there from T = 1 could not stop before the end of the list: it saturates
+            // on its own late or never, and the chunks before it cannot signal a saturation that happens
+            // inside it. No pixel is open where the flag fell (each saturated at or before that chunk).
+            int walked_end = covered_end;
+            if (flag >= chunk_count && covered_end < range_end)
+                blend_range<V, P>(f, params, batch, covered_end, range_end, pixel_ctx, slots[0], blocks, composite,
+                                  nullptr, 0, walked_end);
+            if constexpr (Rewalks<Accumulator>::value) {  // the whole CTA walks (blend_range synchronises it)
+                RewalkPixel<V, CDIM> rewalk[P];
+#pragma unroll
+                for (unsigned p = 0; p < P; ++p) {
+                    const bool walk = slots[p].inside && valid_rays[p] && chunk_count > 1 && first_T[p] > 0.f;
+                    rewalk[p].acc = &composite[p].acc;
+                    rewalk[p].T = first_T[p];
+                    rewalk[p].done = !walk || composite[p].acc.rewalk_settled(first_T[p]);
+                }
+                int walk_stop;
+                __syncthreads();  // (the batch of the walk beyond the covered range)
+                blend_range<V, P>(f, params, batch, min(range_end, range_start + chunk_length), range_end, pixel_ctx,
+                                  slots[0], blocks, rewalk, nullptr, 0, walk_stop);
+            }
+#pragma unroll
+            for (unsigned p = 0; p < P; ++p)
+                if (slots[p].inside) composite[p].acc.write(params, out, slots[p], composite[p].T, -1);
+            __syncthreads();  // (deepest_chunk, estimated_depth)
+            if (threadIdx.x == 0) {  // leave the item's words as the plan set them: the plan can run again
+                // the item's depth for the next frame's plan: where the walk beyond the covered range stopped,
+                // else the pixels' largest estimated stop inside the chunk each needed (estimated_stop), capped
+                // by the first chunk that saturated every pixel on its own. (The end of the needed chunk, an
+                // upper bound, fed back a depth up to a chunk too deep: a prediction that grew with it, and
+                // items that looked heavier than they are kept their frame chunked.)
+                const int needed_depth = deepest_chunk == chunk_count ? walked_end - range_start
+                                                                      : min(length, estimated_depth);
+                if (f.item_depth != nullptr) f.item_depth[item] = min(f.chunk_depth[tile_slot], needed_depth);
+                f.chunk_arrivals[tile_slot] = 0;
+                f.saturation_flags[tile_slot] = chunk_count;
+                f.chunk_depth[tile_slot] = kNoDepth;
+            }
+            for (int c = (int)threadIdx.x; c < chunk_count; c += (int)block)
+                f.chunk_transmittance[c * chunked_tiles + tile_slot] = -1.f;
+        }
+        __syncthreads();  // the staged batch and the broadcast words are reused by the next unit
     }
     leave_queue(f, LPT_WORD_CHUNK_COUNTER, LPT_WORD_CHUNK_EXITED);
-}
-
-// Both mechanisms in one persistent grid (the runtime's default for a chunked frame with one pixel per thread):
-// each CTA takes the next unit of one queue, the chunk units first, then the LPT queue, so that the LPT items
-// fill the SMs as the chunk units run out, as the two kernels co-executing do, in one launch and in this
-// order on any GPU. The units are exactly those of the two kernels (blend_chunk_unit, blend_lpt_item).
-template <class V, unsigned CDIM, unsigned P>
-__device__ void chunked_frame_blend(const FrameArgs& f, const typename V::Params& params,
-                                    const typename V::Outputs& out) {
-    extern __shared__ __align__(16) unsigned char shared_bytes[];
-    __shared__ int broadcast;
-    if (!launched_with_enough_shared_memory<V>(f)) return;
-    const SharedBatch<V> batch(shared_bytes);
-    const int chunked_tiles = f.schedule[LPT_WORD_CHUNKED_TILES];
-    const int chunk_count = f.schedule[LPT_WORD_CHUNK_COUNT];
-    const int chunk_units = min(chunked_tiles * chunk_count, f.chunk_unit_capacity);
-    const bool invalid_frame = (f.schedule[LPT_WORD_ERROR] & LPT_ERROR_OFFSETS) != 0;
-    const int lpt_items = f.num_items - chunked_tiles;
-    PersistentQueue queue(f.schedule + LPT_WORD_LPT_COUNTER);
-
-    for (bool first = true;; first = false) {
-        const int unit = queue.next(&broadcast, first);
-        if (unit < chunk_units) {
-            blend_chunk_unit<V, CDIM, P>(f, params, out, batch, unit, chunked_tiles, chunk_count);
-        } else if (unit - chunk_units < lpt_items) {
-            blend_lpt_item<V, CDIM, P>(f, params, out, batch, unit - chunk_units, chunked_tiles, invalid_frame);
-        } else {
-            break;
-        }
-    }
-    leave_queue(f, LPT_WORD_LPT_COUNTER, LPT_WORD_LPT_EXITED);  // (the one queue of both)
 }
 
 // Threads per SM a variant's blending kernels are built to keep resident: with one pixel per thread 1536
@@ -952,14 +906,4 @@ struct ResidentThreads<V, P, decltype((void)V::kResidentThreads)> {
         depth_chunk_blend_##SUFFIX##_##CDIM##_##MAX_THREADS##_##PIXELS(                                       \
             const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
         lpt::depth_chunk_blend<VARIANT, CDIM, PIXELS>(frame, params, outputs);                                \
-    }
-
-// The kernel of both mechanisms in one grid (lpt::chunked_frame_blend), one pixel per thread:
-// chunked_frame_blend_<SUFFIX>_<CDIM>_<MAX_THREADS>_1, under the same bounds as the one-pixel kernels above.
-#define LPT_EXPORT_CHUNKED_FRAME_KERNEL(SUFFIX, VARIANT, CDIM, MAX_THREADS)                                    \
-    extern "C" __global__ void __launch_bounds__(                                                             \
-        MAX_THREADS, (CDIM) <= 4 ? lpt::ResidentThreads<VARIANT, 1>::value / (MAX_THREADS) : 1)               \
-        chunked_frame_blend_##SUFFIX##_##CDIM##_##MAX_THREADS##_1(                                            \
-            const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
-        lpt::chunked_frame_blend<VARIANT, CDIM, 1>(frame, params, outputs);                                   \
     }

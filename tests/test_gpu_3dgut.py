@@ -29,7 +29,6 @@ CHUNKED_MODES = [
     LPTConfig(mode="chunk", chunk_count=2),
     LPTConfig(mode="chunk", chunk_count=16),
     LPTConfig(mode="fixed", heavy_ratio=0.1, chunk_count=4, co_execute=False),
-    LPTConfig(mode="fixed", heavy_ratio=0.1, chunk_count=8, one_grid=False),  # two kernels, co-executing
     LPTConfig(mode="auto"),
     LPTConfig(mode="auto", overhead_lambda=0.0, imbalance_beta=1.0, min_gain=0.0, heavy_item_pace=1.0),  # eager
 ]

@@ -24,7 +24,6 @@ CHUNKED_MODES = [
     LPTConfig(mode="chunk", chunk_count=16, pixels_per_thread=1),
     LPTConfig(mode="chunk", chunk_count=64, cull=False),
     LPTConfig(mode="fixed", heavy_ratio=0.05, chunk_count=4),
-    LPTConfig(mode="fixed", heavy_ratio=0.05, chunk_count=8, one_grid=False),  # two kernels, co-executing
     LPTConfig(mode="fixed", heavy_ratio=0.5, chunk_count=32, co_execute=False),
     LPTConfig(mode="auto"),
     LPTConfig(mode="auto", overhead_lambda=0.0, imbalance_beta=1.0, min_gain=0.0, heavy_item_pace=1.0),  # eager

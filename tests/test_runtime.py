@@ -59,9 +59,9 @@ def test_variant_records_are_complete():
 def test_two_pixels_per_thread_only_where_the_tile_rows_pair_up():
     variant = VARIANTS["rasterize_to_pixels"]
     assert variant.pixels_per_thread == 2
-    assert variant.two_pixels_possible(16) and variant.two_pixels_possible(8)
-    assert not variant.two_pixels_possible(15)
-    assert not VARIANTS["rasterize_to_pixels_2dgs"].two_pixels_possible(16)
+    assert runtime.two_pixels_possible(variant, 16) and runtime.two_pixels_possible(variant, 8)
+    assert not runtime.two_pixels_possible(variant, 15)
+    assert not runtime.two_pixels_possible(VARIANTS["rasterize_to_pixels_2dgs"], 16)
 
 
 def test_blend_shared_bytes_formula():

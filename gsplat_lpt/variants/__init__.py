@@ -52,24 +52,15 @@ class Variant:
         return (("lpt::FrameArgs", layouts.FrameArgs), (f"{self.traits}::Params", self.params_struct),
                 (f"{self.traits}::Outputs", self.outputs_struct))
 
-    def two_pixels_possible(self, tile_size: int) -> bool:
-        """Whether a Rasterizer of this variant and tile size has the two-pixels-per-thread kernel: the variant
-        has it and the tile's rows pair up."""
-        return self.pixels_per_thread == 2 and tile_size % 2 == 0
-
-    def kernel_names(self, channels: int, max_threads: int, pixels: int = 1) -> Tuple[str, ...]:
+    def kernel_names(self, channels: int, max_threads: int, pixels: int = 1) -> Tuple[str, str]:
         """The extern "C" names of its persistent and chunk kernels for one channel count, CTA size and
-        number of pixels per thread, and with one pixel per thread the kernel of both in one grid."""
-        suffix = f"{self.name}_{channels}_{max_threads}_{pixels}"
-        both = (f"chunked_frame_blend_{suffix}",) if pixels == 1 else ()
-        return (f"lpt_persistent_blend_{suffix}", f"depth_chunk_blend_{suffix}") + both
+        number of pixels per thread."""
+        return (f"lpt_persistent_blend_{self.name}_{channels}_{max_threads}_{pixels}",
+                f"depth_chunk_blend_{self.name}_{channels}_{max_threads}_{pixels}")
 
     def export_line(self, channels: int, max_threads: int, pixels: int = 1) -> str:
-        """The lines appended to its source that instantiate those kernels (kernels/lpt_core.cuh)."""
-        line = f"LPT_EXPORT_KERNELS({self.name}, {self.traits}, {channels}, {max_threads}, {pixels})\n"
-        if pixels == 1:
-            line += f"LPT_EXPORT_CHUNKED_FRAME_KERNEL({self.name}, {self.traits}, {channels}, {max_threads})\n"
-        return line
+        """The line appended to its source that instantiates those kernels (kernels/lpt_core.cuh)."""
+        return f"LPT_EXPORT_KERNELS({self.name}, {self.traits}, {channels}, {max_threads}, {pixels})\n"
 
     def extra_checks(self) -> str:
         return (f'static_assert(sizeof({self.traits}::Staged) == {self.staged_bytes}, '

@@ -258,18 +258,16 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=
             configs["lpt-2px"] = LPTConfig(mode="lpt", pixels_per_thread=2)
             configs["auto-2px"] = auto.replace(pixels_per_thread=2)
         configs["auto-nofeedback"] = auto.replace(saturation_feedback=False)
-        if "one_grid" in LPTConfig.__dataclass_fields__:  # the two kernels co-executing instead of one grid
-            configs["auto-2kernels"] = auto.replace(one_grid=False)
         if "warp_shape" in LPTConfig.__dataclass_fields__:
             configs["lpt-rows"] = LPTConfig(mode="lpt", warp_shape="rows")
             configs["lpt-blocks"] = LPTConfig(mode="lpt", warp_shape="blocks")
             configs["auto-rows"] = auto.replace(warp_shape="rows")
-            if os.environ.get("BENCH_WARP_ROLES"):  # each kernel's warp shape on its own (bit 2: the chunk kernel)
-                from gsplat_lpt import config as config_module
-                config_module.WARP_BLOCK_BITS.update({"chunk-rows": 0b001, "chunk-blocks-lpt-rows": 0b100})
+            if os.environ.get("BENCH_WARP_ROLES"):  # in a chunked frame, one kernel's warps back to blocks
+                from gsplat_lpt import config as config_module  # (bit 2: the chunk kernel, bit 3: the LPT kernel)
+                config_module.WARP_BLOCK_BITS.update({"chunk-blocks": 0b0101, "chunked-lpt-blocks": 0b1001})
                 config_module.WARP_SHAPES = tuple(config_module.WARP_BLOCK_BITS)
-                configs["auto-chunkrows"] = auto.replace(warp_shape="chunk-rows")
-                configs["auto-lptrows"] = auto.replace(warp_shape="chunk-blocks-lpt-rows")
+                configs["auto-chunkblocks"] = auto.replace(warp_shape="chunk-blocks")
+                configs["auto-lptblocks"] = auto.replace(warp_shape="chunked-lpt-blocks")
     grid_k = grid_k or ((4, 8, 16, 32, 64) if NEW_CORE else (4, 8, 16))
     if fixed_grid and "balanced" not in name and "bonsai" not in name:  # (the balanced frames: auto never chunks)
         for rho in rhos:

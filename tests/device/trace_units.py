@@ -51,26 +51,22 @@ PATCHES = [
     # persistent kernel: CTA start, unit start, unit end, CTA end
     ("    const int queue_length = f.num_items - chunked_tiles;\n",
      "    const unsigned long long cta_t0 = lpt_now();\n"),
-    ("    const int item = f.lpt_order[chunked_tiles + position];\n",
-     "    const unsigned long long unit_t0 = lpt_now();\n"),
-    ("    if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;\n",
-     "    if (threadIdx.x == 0) lpt_trace(1, position, item, unit_t0, lpt_now(), 0, range_end - range_start,"
+    ("        const int item = f.lpt_order[chunked_tiles + position];\n",
+     "        const unsigned long long unit_t0 = lpt_now();\n"),
+    ("        if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;\n",
+     "        if (threadIdx.x == 0) lpt_trace(1, position, item, unit_t0, lpt_now(), 0, range_end - range_start,"
      " stop_position - range_start);\n"),
     ("    leave_queue(f, LPT_WORD_LPT_COUNTER, LPT_WORD_LPT_EXITED);\n",
-     "    if (threadIdx.x == 0) lpt_trace(3, blockIdx.x, 0, cta_t0, lpt_now(), 0, 0, 0);\n"),
-    # the one grid of both (its units traced as above): CTA start and end
-    ("    const int lpt_items = f.num_items - chunked_tiles;\n", "    const unsigned long long cta_t0 = lpt_now();\n"),
-    ("    leave_queue(f, LPT_WORD_LPT_COUNTER, LPT_WORD_LPT_EXITED);  // (the one queue of both)\n",
      "    if (threadIdx.x == 0) lpt_trace(3, blockIdx.x, 0, cta_t0, lpt_now(), 0, 0, 0);\n"),
     # chunk kernel
     ("    PersistentQueue queue(f.schedule + LPT_WORD_CHUNK_COUNTER);\n",
      "    const unsigned long long cta_t0 = lpt_now();\n"),
-    ("    const int item = f.lpt_order[tile_slot];\n",
-     "    const unsigned long long unit_t0 = lpt_now();\n"),
-    ("    // the last chunk of the item to arrive composites all of them\n",
-     "    const unsigned long long unit_t1 = lpt_now();\n"),
-    ("    __syncthreads();  // the staged batch and the broadcast words are reused by the next unit\n",
-     "    if (threadIdx.x == 0) lpt_trace(2, unit, item, unit_t0, unit_t1, lpt_now(),"
+    ("        const int item = f.lpt_order[tile_slot];\n",
+     "        const unsigned long long unit_t0 = lpt_now();\n"),
+    ("        // the last chunk of the item to arrive composites all of them\n",
+     "        const unsigned long long unit_t1 = lpt_now();\n"),
+    ("        __syncthreads();  // the staged batch and the broadcast words are reused by the next unit\n",
+     "        if (threadIdx.x == 0) lpt_trace(2, unit, item, unit_t0, unit_t1, lpt_now(),"
      " (long long)(chunk_start - range_start) | ((long long)(chunk_end - range_start) << 32),"
      " (long long)(stop_position - chunk_start) | ((long long)stopped << 32) | ((long long)last_arrival << 33)"
      " | ((long long)length << 40));\n"),
