@@ -18,11 +18,15 @@ WARP_SHAPES: Tuple[str, ...] = ("auto", "blocks", "rows")
 # FrameArgs.warp_blocks of each warp shape: bit P - 1 set where the persistent kernel of P pixels per thread uses
 # blocks, bit 2 where the chunk kernel does, bit 3 where the persistent kernel of a chunked frame does
 WARP_BLOCK_BITS = {"auto": 0b0001, "blocks": 0b1111, "rows": 0b0000}
+CHUNKED_FRAME_BLOCKS = 0b1100  # "auto" for a variant whose chunked frames keep blocks (Variant.chunked_warp_blocks)
 
 
-def warp_block_bits(warp_shape: str, tile_size: int) -> int:
-    """FrameArgs.warp_blocks of a warp shape at a tile size (blocks need tile sizes divisible by 8)."""
-    return WARP_BLOCK_BITS[warp_shape] if tile_size % 8 == 0 else 0
+def warp_block_bits(warp_shape: str, tile_size: int, chunked_blocks: bool = False) -> int:
+    """FrameArgs.warp_blocks of a warp shape at a tile size (blocks need tile sizes divisible by 8); with
+    chunked_blocks, "auto" keeps blocks in both kernels of a chunked frame."""
+    if tile_size % 8 != 0:
+        return 0
+    return WARP_BLOCK_BITS[warp_shape] | (CHUNKED_FRAME_BLOCKS if warp_shape == "auto" and chunked_blocks else 0)
 
 
 # lambda, per-chunk overhead (partials written and composited) in Gaussian-equivalent work units; beta,
@@ -75,8 +79,8 @@ class LPTConfig:
     cull: bool = True  # drop, per warp, the Gaussians that cannot reach alpha >= 1/255 there (exact)
     pixels_per_thread: int = 0  # pixels per thread of the LPT kernel: 1, 2 (3DGS), 0 = as the last frame's plan asked
     warp_shape: str = "auto"  # pixels of a warp: "blocks" of 8 x 4 pixel groups (tile sizes divisible by 8), "rows"
-    # of the tile, or "auto": blocks with one pixel per thread in an unchunked frame, rows with two and in chunked
-    # frames (what measured faster on an H200)
+    # of the tile, or "auto": blocks with one pixel per thread, rows with two; in a chunked frame rows (3DGS) or
+    # blocks (2DGS, 3DGUT: Variant.chunked_warp_blocks); what measured faster on an H200
     check_inputs: bool = False  # wait for the GPU after each call and raise on invalid offsets/ids at once
 
     def __post_init__(self) -> None:

@@ -313,7 +313,8 @@ class FramePlan:
 
     def warp_shape(self, schedule) -> str:
         """"blocks" or "rows": the pixels each warp of the frame's persistent kernel blended."""
-        bits, word = warp_block_bits(self.config.warp_shape, self.intersections.tile_size), constants.SCHEDULE
+        bits, word = warp_block_bits(self.config.warp_shape, self.intersections.tile_size,
+                                     self.rasterizer.variant.chunked_warp_blocks), constants.SCHEDULE
         bit = 3 if schedule[word["chunked_tiles"]] > 0 else schedule[word["pixels_per_thread"]] - 1
         rows = bit < 3 and schedule[word["persistent_rows"]]  # (the plan's word, in unchunked frames)
         return "blocks" if (bits >> bit) & 1 and not rows else "rows"
@@ -506,7 +507,7 @@ class Rasterizer:
         f.frame_index = plan.frame_index
         f.chunk_unit_capacity = ws.chunk_units if plan.chunk_kernel else 0
         f.cull = plan.config.cull
-        f.warp_blocks = warp_block_bits(plan.config.warp_shape, inter.tile_size)
+        f.warp_blocks = warp_block_bits(plan.config.warp_shape, inter.tile_size, self.variant.chunked_warp_blocks)
         f.finishing_kernels = 2 if plan.chunk_kernel else 1
         f.image_width, f.image_height, f.tile_size = inter.image_width, inter.image_height, inter.tile_size
         f.tile_width, f.tile_height = inter.tile_width, inter.tile_height

@@ -122,3 +122,20 @@ def test_tensors_on_two_devices_are_named():
 def test_vanilla_is_a_backend_not_a_mode():
     with pytest.raises(ValueError, match="backend='cuda'"):
         LPTConfig(mode="vanilla")
+
+
+def test_warp_block_bits_per_kernel_role():
+    """FrameArgs.warp_blocks: bit P - 1 the persistent kernel of P pixels per thread, bit 2 the chunk kernel,
+    bit 3 the persistent kernel of a chunked frame. "auto" keeps blocks in chunked frames only for a variant
+    that asks for them (2DGS, 3DGUT), rows for 3DGS; tile sizes not divisible by 8 always take rows."""
+    from gsplat_lpt.config import warp_block_bits
+    from gsplat_lpt.variants import VARIANTS
+
+    assert warp_block_bits("auto", 16) == 0b0001
+    assert warp_block_bits("auto", 16, chunked_blocks=True) == 0b1101
+    assert warp_block_bits("blocks", 16) == warp_block_bits("blocks", 16, chunked_blocks=True) == 0b1111
+    assert warp_block_bits("rows", 16, chunked_blocks=True) == 0
+    assert warp_block_bits("auto", 12, chunked_blocks=True) == warp_block_bits("blocks", 12) == 0
+    assert not VARIANTS["rasterize_to_pixels"].chunked_warp_blocks
+    assert VARIANTS["rasterize_to_pixels_2dgs"].chunked_warp_blocks
+    assert VARIANTS["rasterize_to_pixels_eval3d"].chunked_warp_blocks

@@ -241,4 +241,5 @@ VARIANT = register(Variant(
     rasterize=rasterize_with_plan,
     compile_options=fast_math_options,
     pixels_per_thread=2,
+    chunked_warp_blocks=False,
 ))
