@@ -148,8 +148,8 @@ __device__ inline bool warp_blocks(const FrameArgs& f) {
 }
 // The warps' pixels in the frame's other kernels, each with its own bit: the chunk kernel's (bit 2), and the
 // persistent kernel's in a chunked frame (bit 3), whose items are then all light against the mean work per
-// CTA. (On the H200 rows beat blocks in both, by 1-5% on every chunked ladder frame; blocks win where one
-// unchunked item of a few times the mean decides the frame.)
+// CTA. (On the H200 rows beat blocks in both for 3DGS, by 1-5% on every chunked ladder frame, and blocks
+// did for 2DGS; the runtime sets the bits per variant, Variant.chunked_warp_blocks.)
 __device__ inline bool chunk_warp_blocks(const FrameArgs& f) {
     return (f.warp_blocks >> 2) & 1;
 }

@@ -98,7 +98,7 @@ def test_plan_kernels_match_the_torch_oracle(seed, path, monkeypatch):
                                                           > constants.ROWS_MIN_IMBALANCE * oracle.total_cost)
         assert schedule[constants.SCHEDULE["persistent_rows"]] == int(latency_bound)
         # the default warp shape gives one pixel per thread blocks where the tile size allows them, rows in a
-        # chunked frame
+        # chunked 3DGS frame
         blocks = inter.tile_size % 8 == 0 and not latency_bound and report["chunked_tiles"] == 0
         assert report["warp_shape"] == ("blocks" if blocks else "rows")
         # every item exactly once; costs in bucket order (exact within the head)
