@@ -280,7 +280,8 @@ def chunked_makespan(
 ) -> float:
     """The h heaviest tiles cut into k depth chunks of ceil(N_t / k) (+ lambda each), the rest in LPT order.
 
-    Chunks and whole tiles share the same K CTAs (the two kernels co-execute on two streams)."""
+    Chunks and whole tiles share the same K CTAs (the two kernels co-execute: the LPT kernel starts as the chunk
+    kernel's CTAs are resident)."""
     sorted_workloads, _ = lpt_order(workloads.reshape(-1))
     sorted_workloads = sorted_workloads.double()
     if chunked_tiles <= 0 or chunk_count <= 1:
