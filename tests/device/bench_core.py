@@ -258,6 +258,9 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=
             configs["lpt-2px"] = LPTConfig(mode="lpt", pixels_per_thread=2)
             configs["auto-2px"] = auto.replace(pixels_per_thread=2)
         configs["auto-nofeedback"] = auto.replace(saturation_feedback=False)
+        # the frame-level culling gain on auto's own schedule (the balance bound's factor: auto-nocull against
+        # gsplat's time x gsplat's SM activity measures the balance alone)
+        configs["auto-nocull"] = auto.replace(cull=False)
         if "warp_shape" in LPTConfig.__dataclass_fields__:
             configs["lpt-rows"] = LPTConfig(mode="lpt", warp_shape="rows")
             configs["lpt-blocks"] = LPTConfig(mode="lpt", warp_shape="blocks")
