@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Optional
-
 from .errors import LPTRuntimeError
 
 PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
@@ -70,11 +68,9 @@ class DependentLaunch:
                                    sharedMemBytes=shared, attrs=ctypes.pointer(self.attribute), numAttrs=1)
         self._entry = _driver_entry()
 
-    def __call__(self, grid: int, stream: int, arguments: ctypes.Array, block: Optional[int] = None) -> None:
+    def __call__(self, grid: int, stream: int, arguments: ctypes.Array) -> None:
         config = self.config
         config.gridDimX = grid
-        if block is not None:
-            config.blockDimX = block
         config.hStream = stream
         result = self._entry(ctypes.byref(config), self.function, ctypes.addressof(arguments), None)
         if result != 0:
