@@ -110,9 +110,11 @@ def pad_channels(colors: Tensor, backgrounds: Optional[Tensor]) -> Tuple[Tensor,
 
 
 def intersections(isect_offsets: Any, flatten_ids: Any, masks: Any, image_width: int, image_height: int,
-                  tile_size: int, num_gaussians: int, checked: bool = False) -> Intersections:
+                  tile_size: int, num_gaussians: int, checked: bool = False,
+                  offsets_shape: Optional[Sequence[int]] = None) -> Intersections:
     """The tile lists every variant shares, validated (unless `checked`: the caller's fast path already did):
-    [..., tile_height, tile_width] offsets covering the image, 1-D flatten_ids, masks like the offsets."""
+    [..., tile_height, tile_width] offsets covering the image, 1-D flatten_ids, masks like the offsets.
+    `offsets_shape`: isect_offsets.shape where the caller has it already."""
     if not checked:
         if tile_size > 32:
             raise LPTInputError(f"tile_size={tile_size} needs {tile_size ** 2} threads per CTA; at most 32 is supported")
@@ -131,7 +133,7 @@ def intersections(isect_offsets: Any, flatten_ids: Any, masks: Any, image_width:
         if masks is not None:
             masks = require_tensor("masks", masks, torch.bool)
             require_shape("masks", masks, tuple(isect_offsets.shape), "like isect_offsets")
-    shape = isect_offsets.shape
+    shape = isect_offsets.shape if offsets_shape is None else offsets_shape
     if masks is not None:
         masks = masks.contiguous().view(torch.uint8)
     tile_height, tile_width = shape[-2], shape[-1]

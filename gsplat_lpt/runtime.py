@@ -137,10 +137,6 @@ class MappedStatus:
         ctypes.memset(self._host, 0, 4 * self.words)
         self.view[constants.STATUS["frame_index"]] = -1
 
-    def read(self) -> Dict[str, int]:
-        words = self.view[:]  # (one copy of every word)
-        return {name: words[i] for name, i in constants.STATUS.items()}
-
     def frame_index(self) -> int:
         return self.view[_STATUS_FRAME_INDEX]
 
@@ -416,16 +412,18 @@ class Rasterizer:
         """What finished frames left in mapped memory: capacity to grow, or an input error to raise."""
         if ws.status.frame_index() <= ws.seen_frame:
             return None
-        status = ws.status.read()
-        ws.seen_frame = status["frame_index"]
-        if status["pixels_wanted"] in (1, 2):
-            ws.pixels_wanted = status["pixels_wanted"]
-        if status["plan_mode"] == constants.PLAN_MODES["auto"]:  # (other modes say nothing of what auto wants)
-            ws.chunking_recently = status["chunked_tiles"] > 0 or status["wanted_chunk_units"] > 0
-        wanted = min(status["wanted_chunk_units"], config.max_chunks)
+        words, word = ws.status.view[:], constants.STATUS  # (one copy of every word; no dict built per frame)
+        ws.seen_frame = frame_index = words[_STATUS_FRAME_INDEX]
+        pixels_wanted, wanted_units = words[word["pixels_wanted"]], words[word["wanted_chunk_units"]]
+        if pixels_wanted in (1, 2):
+            ws.pixels_wanted = pixels_wanted
+        if words[word["plan_mode"]] == constants.PLAN_MODES["auto"]:  # (other modes say nothing of what auto wants)
+            ws.chunking_recently = words[word["chunked_tiles"]] > 0 or wanted_units > 0
+        wanted = min(wanted_units, config.max_chunks)
         if wanted > ws.chunk_units:
             ws.ensure_chunk_units(min(config.max_chunks, 1 << (wanted - 1).bit_length()))
-        return describe_errors(status["error"], f"frame {status['frame_index']} (an earlier call)")
+        error = words[word["error"]]
+        return describe_errors(error, f"frame {frame_index} (an earlier call)") if error else None
 
     def plan(self, intersections: Intersections, config: LPTConfig, chunking_allowed: bool = True,
              chunking_disabled_reason: Optional[str] = None) -> FramePlan:

@@ -139,3 +139,42 @@ def test_warp_block_bits_per_kernel_role():
     assert not VARIANTS["rasterize_to_pixels"].chunked_warp_blocks
     assert VARIANTS["rasterize_to_pixels_2dgs"].chunked_warp_blocks
     assert VARIANTS["rasterize_to_pixels_eval3d"].chunked_warp_blocks
+
+
+def _bad_input_cases():
+    """Every change of test_bad_input_is_named and a few the fast path's own checks must catch (a shape that
+    differs only in its leading dims, backgrounds and masks of the wrong shape, a 0-d tensor)."""
+    cases = [change for change, _ in test_bad_input_is_named.pytestmark[0].args[1]]
+    cases += [dict(conics=torch.zeros(2, 5, 3)), dict(colors=torch.zeros(5, 1, 3)), dict(opacities=torch.zeros(1, 5, 1)),
+              dict(means2d=torch.zeros(1, 5, 3)), dict(colors=torch.zeros(())),
+              dict(backgrounds=torch.zeros(2, 3)), dict(backgrounds=torch.zeros(1, 4)),
+              dict(masks=torch.ones(1, 3, 3, dtype=torch.bool)), dict(masks=torch.ones(1, 2, 3)),
+              dict(packed=True), dict(tile_size=16.0)]
+    return cases
+
+
+@pytest.mark.parametrize("change", _bad_input_cases() + [dict(), dict(backgrounds=torch.zeros(1, 3)),
+                                                          dict(masks=torch.ones(1, 2, 3, dtype=torch.bool)),
+                                                          dict(colors=torch.zeros(1, 5, 5))])
+def test_fast_path_accepts_only_what_the_full_validation_accepts(change, monkeypatch):
+    """The usual call's few checks (gaussian3d._usual_call) against the full validation, on CPU tensors (the
+    fast path's device check lowered to take them): where the fast path accepts, the full validation passes
+    up to its device check and finds the same rows and channels."""
+    from gsplat_lpt.variants import gaussian3d
+
+    monkeypatch.setattr(gaussian3d, "_FIRST_DEVICE_INDEX", -1)
+    args = {**frame(), "backgrounds": None, "masks": None, "packed": False, **change}
+    keys = ("means2d", "conics", "colors", "opacities", "backgrounds", "masks", "image_width", "image_height",
+            "tile_size", "isect_offsets", "flatten_ids", "packed")
+    usual = gaussian3d._usual_call(*[args[k] for k in keys])
+    try:
+        gaussian3d.Frame3DGS.__new__(gaussian3d.Frame3DGS)._validate(*[args[k] for k in keys])
+        full_error = None
+    except (LPTInputError, ValueError, TypeError, NotImplementedError) as error:
+        full_error = str(error)
+    full_accepts = full_error is not None and "CUDA tensors only" in full_error  # only the device check refused
+    assert (usual is not None) == full_accepts, (usual, full_error)
+    if usual is not None:
+        rows, channels, _, offsets_shape = usual
+        assert rows == args["means2d"].numel() // 2 and channels == args["colors"].shape[-1]
+        assert offsets_shape == args["isect_offsets"].shape

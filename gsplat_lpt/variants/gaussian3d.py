@@ -66,10 +66,16 @@ _F32, _I32, _BOOL = torch.float32, torch.int32, torch.bool
 _DEFAULT_CONFIG = LPTConfig()
 
 
+# The device index a tensor of the usual call has at least (CUDA: 0; the CPU tests of the shape checks below
+# lower it to -1, a CPU tensor's get_device()).
+_FIRST_DEVICE_INDEX = 0
+
+
 def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size, isect_offsets,
                 flatten_ids, packed):
     """The usual call (unpacked, one CUDA device, gsplat's dtypes and shapes) checked in a few operations:
-    (rows, channels, device), or None to let the full validation say what is wrong."""
+    (rows, channels, device, isect_offsets.shape), or None to let the full validation say what is wrong.
+    (Each `.shape` builds a torch.Size: every one is read once.)"""
     try:
         if packed or not (type(width) is int and type(height) is int and type(tile_size) is int
                           and width > 0 and height > 0 and 0 < tile_size <= 32):
@@ -78,26 +84,29 @@ def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, h
                 and isect_offsets.dtype is _I32 and flatten_ids.dtype is _I32):
             return None
         index = means2d.get_device()  # (an int: cheaper than comparing torch.device objects)
-        if not (index >= 0 and conics.get_device() == index and colors.get_device() == index
+        if not (index >= _FIRST_DEVICE_INDEX and conics.get_device() == index and colors.get_device() == index
                 and opacities.get_device() == index and isect_offsets.get_device() == index
                 and flatten_ids.get_device() == index):
             return None
-        shape, offsets_shape, channels = means2d.shape, isect_offsets.shape, colors.shape[-1]
-        dims, n = shape[:-2], shape[-2]
-        if not (len(shape) >= 3 and shape[-1] == 2 and conics.shape == (*dims, n, 3)
-                and colors.shape == (*dims, n, channels) and opacities.shape == (*dims, n)
-                and offsets_shape[:-2] == dims and len(offsets_shape) == len(dims) + 2 and flatten_ids.dim() == 1
+        shape, offsets_shape, conics_shape, colors_shape = means2d.shape, isect_offsets.shape, conics.shape, colors.shape
+        rank, points, channels = len(shape), shape[:-1], colors_shape[-1]  # points: [..., N]
+        dims = points[:-1]
+        if not (rank >= 3 and shape[-1] == 2 and conics_shape[-1] == 3 and conics_shape[:-1] == points
+                and colors_shape[:-1] == points and opacities.shape == points
+                and len(offsets_shape) == rank and offsets_shape[:-2] == dims and flatten_ids.dim() == 1
                 and 0 < channels <= frontend.GSPLAT_CHANNELS[-1]
                 and offsets_shape[-2] * tile_size >= height and offsets_shape[-1] * tile_size >= width):
             return None
-        if backgrounds is not None and not (backgrounds.dtype is _F32 and backgrounds.get_device() == index
-                                            and backgrounds.shape == (*dims, channels)):
-            return None
+        if backgrounds is not None:
+            backgrounds_shape = backgrounds.shape
+            if not (backgrounds.dtype is _F32 and backgrounds.get_device() == index
+                    and backgrounds_shape[-1] == channels and backgrounds_shape[:-1] == dims):
+                return None
         if masks is not None and not (masks.dtype is _BOOL and masks.get_device() == index
                                       and masks.shape == offsets_shape):
             return None
-        return means2d.numel() // 2, channels, means2d.device
-    except (AttributeError, TypeError):  # not tensors: the full validation names them
+        return means2d.numel() // 2, channels, means2d.device, offsets_shape
+    except (AttributeError, TypeError, IndexError):  # not tensors (or 0-d ones): the full validation names them
         return None
 
 
@@ -110,22 +119,24 @@ class Frame3DGS:
         usual = _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size,
                             isect_offsets, flatten_ids, packed)
         if usual is not None:
-            rows, channels, self.device = usual
+            rows, channels, self.device, offsets_shape = usual
             self.inter = frontend.intersections(isect_offsets, flatten_ids, masks, width, height, tile_size, rows,
-                                                checked=True)
+                                                checked=True, offsets_shape=offsets_shape)
         else:
             self._validate(means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size,
                            isect_offsets, flatten_ids, packed)
-        self.image_dims = tuple(isect_offsets.shape[:-2])
-        if colors.shape[-1] not in frontend.GSPLAT_CHANNELS:
+            offsets_shape, channels = isect_offsets.shape, colors.shape[-1]
+        self.image_dims = tuple(offsets_shape[:-2])
+        if channels not in frontend.GSPLAT_CHANNELS:
             colors, backgrounds, self.padding = frontend.pad_channels(colors, backgrounds)
+            channels = colors.shape[-1]
         else:
             self.padding = 0
         self.means2d, self.conics = means2d.contiguous(), conics.contiguous()
         self.colors, self.opacities = colors.contiguous(), opacities.contiguous()
         self.backgrounds = None if backgrounds is None else backgrounds.contiguous()
         self.masks = masks
-        self.channels = self.colors.shape[-1]
+        self.channels = channels
 
     def _validate(self, means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size,
                   isect_offsets, flatten_ids, packed):
