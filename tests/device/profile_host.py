@@ -9,6 +9,7 @@ from __future__ import annotations
 import cProfile
 import io
 import pstats
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -73,12 +74,15 @@ def main() -> None:
                       ("auto", lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=auto))):
         for _ in range(10):
             fn()
-        torch.cuda.synchronize()
-        torch.cuda._sleep(int(3e9))  # keeps the GPU busy: the calls below never wait for it
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per_call = (time.perf_counter() - start) * 1e6 / calls
+        rounds = []
+        for _ in range(9):  # the median of 9 rounds: the host's own noise is a few us
+            torch.cuda.synchronize()
+            torch.cuda._sleep(int(2e8))  # keeps the GPU busy: the calls below never wait for it
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            rounds.append((time.perf_counter() - start) * 1e6 / calls)
+        per_call = statistics.median(rounds)
         torch.cuda.synchronize()
         torch.cuda._sleep(int(3e9))
         calls_made = calls
