@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-plan] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-graphs] [trace] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-plan] [host] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-graphs] [trace] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -36,6 +36,15 @@ for stage in $stages; do
     bench-2dgs)
       python3 tests/device/bench_2dgs.py --out "$OUT" > "$OUT/bench_2dgs.log" 2>&1
       tail -7 "$OUT/bench_2dgs.log"
+      ;;
+    host)
+      # host time of a call: call kinds interleaved round by round in one process (an earlier checkout too, where
+      # .baseline/gsplat_lpt_before holds one: cp -r .baseline/gsplat_lpt .baseline/gsplat_lpt_before), then the
+      # pieces of a call; and cProfile of one (tests/device/profile_host.py)
+      baseline=$([ -d .baseline/gsplat_lpt_before ] && echo --baseline-module gsplat_lpt_before)
+      PYTHONPATH=${PYTHONPATH:-}:$PWD/.baseline python3 tests/device/host_pieces.py $baseline > "$OUT/host_pieces.log" 2>&1
+      python3 tests/device/profile_host.py > "$OUT/profile_host.log" 2>&1
+      head -40 "$OUT/host_pieces.log"
       ;;
     bench-plan)
       python3 tests/device/bench_plan.py > "$OUT/bench_plan.log" 2>&1
