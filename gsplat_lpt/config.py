@@ -50,6 +50,12 @@ DEFAULT_IMBALANCE_BETA = 2.0
 # sigma N_1 (1 - min_gain) <= N_total / K: the policy leaves it to LPT. (On the garden every chunked schedule
 # of a (rho, k) grid was 0-7% slower than LPT alone; the mild frame gained 28%.)
 DEFAULT_HEAVY_ITEM_PACE = 0.7
+# The lightest item "auto" may chunk, as a multiple of the mean work per CTA (N_total / K): an item no heavier
+# than that mean, started first by LPT, ends within the balance bound, and chunking it only adds partials
+# and a composite. Eq. (6) alone (beta = 2) went on chunking such items while N_{h+1} fell: about 50-60 tiles
+# on the mild and mixed ladder frames, 2.6-3.6% slower on one H200 than chunking their 8 heaviest, while
+# street, severe and extreme chose no item below the mean anyway.
+DEFAULT_CHUNKED_COST_FLOOR = 1.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,8 @@ class LPTConfig:
     min_gain: float = 0.10  # epsilon: chunk only if the model predicts at least this relative gain
     heavy_item_pace: float = DEFAULT_HEAVY_ITEM_PACE  # sigma: the heaviest item's time per unit of cost, against
     # the mean CTA's; frames with sigma N_1 (1 - min_gain) <= N_total / K are left to LPT alone
+    chunked_cost_floor: float = DEFAULT_CHUNKED_COST_FLOOR  # "auto" chunks only items whose predicted cost is
+    # above this multiple of the mean work per CTA, N_total / K (0: every h up to max_chunked_tiles is searched)
     chunk_counts: Tuple[int, ...] = (2, 4, 8, 16, 32, 64)  # candidate k for "auto"
     max_chunked_tiles: int = 255  # upper bound on h searched by "auto" (the plan sorts about that many items exactly)
     max_chunks: int = 4096  # upper bound on h * k: the partial buffers never hold more chunks
@@ -95,6 +103,8 @@ class LPTConfig:
             raise ValueError("LPTConfig.overhead_lambda and imbalance_beta must be >= 0")
         if not (0.0 <= self.min_gain < 1.0):
             raise ValueError(f"LPTConfig.min_gain must be in [0, 1), got {self.min_gain}")
+        if not (self.chunked_cost_floor >= 0.0):
+            raise ValueError(f"LPTConfig.chunked_cost_floor must be >= 0, got {self.chunked_cost_floor}")
         if not (0.0 < self.heavy_item_pace <= 1.0):
             raise ValueError(f"LPTConfig.heavy_item_pace must be in (0, 1], got {self.heavy_item_pace}")
         if not self.chunk_counts or any(k < 2 or k > 64 for k in self.chunk_counts):

@@ -461,7 +461,7 @@ class Rasterizer:
             ws.plan_config = config
             p.overhead_lambda, p.imbalance_beta = config.overhead_lambda, config.imbalance_beta
             p.min_gain, p.heavy_ratio = config.min_gain, config.heavy_ratio
-            p.heavy_item_pace = config.heavy_item_pace
+            p.heavy_item_pace, p.chunked_cost_floor = config.heavy_item_pace, config.chunked_cost_floor
             p.forced_chunk_count = config.chunk_count
             p.max_chunked_tiles = config.max_chunked_tiles
             p.concurrent_ctas = self.concurrent_ctas

@@ -34,6 +34,7 @@ struct PlanArgs {
     double min_gain;
     double heavy_item_pace;  // sigma: the heaviest item's time per unit of cost, against the mean CTA's
     double heavy_ratio;
+    double chunked_cost_floor;  // auto chunks only items whose cost is above this multiple of N_total / K
     int num_items;
     int n_isects;
     int mode;
@@ -318,8 +319,11 @@ __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* hea
 
     if (p.mode == LPT_MODE_AUTO && !invalid) {
         const int last_h = min(p.max_chunked_tiles, head == nonempty ? head : head - 1);
+        // the lightest chunked item, N_h, must be above chunked_cost_floor times the mean work per CTA
+        const double floor_cost = __dmul_rn(p.chunked_cost_floor, __ddiv_rn(total, (double)p.concurrent_ctas));
         Candidate best{lpt_cost, 0, 0}, unbounded{lpt_cost, 0, 0};
         for (int h = (int)threadIdx.x + 1; h <= last_h; h += (int)blockDim.x) {
+            if (!(next_cost(h - 1) > floor_cost)) continue;  // (exact: h - 1 < head)
             const double next = next_cost(h);
             for (int ki = 0; ki < p.num_chunk_counts && ki < LPT_MAX_CHUNK_COUNTS; ++ki) {
                 const int k = p.chunk_counts[ki];

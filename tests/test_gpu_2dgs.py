@@ -397,7 +397,7 @@ def test_rasterization_2dgs_end_to_end():
         assert (a - b).abs().max().item() <= 1e-5 * max(1.0, float(b.abs().max()))  # ED divides by alpha
     with torch.no_grad():
         eager = LPTConfig(mode="auto", overhead_lambda=0.0, imbalance_beta=1.0, min_gain=0.0,
-                          heavy_item_pace=1.0)
+                          heavy_item_pace=1.0, chunked_cost_floor=0.0)
         for _ in range(3):
             chunked = gsplat.rasterization_2dgs(means, quats, scales, opacities, colors, viewmats, Ks, W, H,
                                                 backend="lpt", lpt_config=eager, **kwargs)

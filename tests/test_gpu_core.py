@@ -61,7 +61,8 @@ def test_plan_kernels_match_the_torch_oracle(seed, path, monkeypatch):
     masks = (torch.rand(n, generator=g) > 0.1) if seed % 3 == 0 else None
     config = LPTConfig(overhead_lambda=float(torch.rand(1, generator=g)) * 600,
                        imbalance_beta=float(torch.rand(1, generator=g)), max_chunked_tiles=[1023, 100, 7][seed % 3],
-                       saturation_feedback=False, heavy_item_pace=float(0.2 + 0.8 * torch.rand(1, generator=g)))
+                       saturation_feedback=False, heavy_item_pace=float(0.2 + 0.8 * torch.rand(1, generator=g)),
+                       chunked_cost_floor=[0.0, 1.0, float(2 * torch.rand(1, generator=g))][seed % 3])
     rasterizer = plan_rasterizer(path, monkeypatch)
     inter = runtime.Intersections(offsets.cuda(), torch.zeros(total, dtype=torch.int32, device="cuda"),
                                   None if masks is None else masks.cuda().view(torch.uint8), 1, n, 1, 1, n, 1, 1)
@@ -244,7 +245,7 @@ def test_meta_describes_its_own_frame_after_later_frames():
 # --- plan and run ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("config", [LPTConfig(mode="lpt"), LPTConfig(mode="chunk", chunk_count=8),
-                                    LPTConfig(mode="auto", overhead_lambda=0.0, min_gain=0.0, heavy_item_pace=1.0)],
+                                    LPTConfig(mode="auto", overhead_lambda=0.0, min_gain=0.0, heavy_item_pace=1.0, chunked_cost_floor=0.0)],
                          ids=lambda c: c.mode)
 def test_a_plan_runs_twice_with_equal_output(config):
     frame = small_frame(seed=1)

@@ -70,7 +70,7 @@ def distributed_worker(rank: int, port: int, out_dir: str, packed: bool) -> None
         results = {}
         runs = {"cuda": {}, "lpt": {"lpt_config": gsplat_lpt.LPTConfig(mode="lpt")},
                 "auto": {"lpt_config": gsplat_lpt.LPTConfig(mode="auto", overhead_lambda=0.0, min_gain=0.0,
-                                                                  heavy_item_pace=1.0)}}
+                                                                  heavy_item_pace=1.0, chunked_cost_floor=0.0)}}
         for name, extra in runs.items():
             image, alpha, meta = gsplat.rasterization(
                 means, quats, scales, opacities, colors, viewmats.to(device), Ks.to(device), WIDTH, HEIGHT,

@@ -26,7 +26,7 @@ CHUNKED_MODES = [
     LPTConfig(mode="fixed", heavy_ratio=0.05, chunk_count=4),
     LPTConfig(mode="fixed", heavy_ratio=0.5, chunk_count=32, co_execute=False),
     LPTConfig(mode="auto"),
-    LPTConfig(mode="auto", overhead_lambda=0.0, imbalance_beta=1.0, min_gain=0.0, heavy_item_pace=1.0),  # eager
+    LPTConfig(mode="auto", overhead_lambda=0.0, imbalance_beta=1.0, min_gain=0.0, heavy_item_pace=1.0, chunked_cost_floor=0.0),  # eager
 ]
 
 

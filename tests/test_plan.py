@@ -252,7 +252,46 @@ def test_balanced_frames_are_not_chunked():
     K = 792
     assert int(counts.max()) * K <= total
     config = LPTConfig(overhead_lambda=1.0, imbalance_beta=20.0)
-    searched = choose_chunking(lpt_order(counts)[0], float(total), K, config)
+    searched = choose_chunking(lpt_order(counts)[0], float(total), K, config.replace(chunked_cost_floor=0.0))
     assert searched.chunked_tiles > 0  # the model alone would chunk this frame
+    # (with the default floor the search itself chunks nothing: no item is above the mean work per CTA)
+    assert choose_chunking(lpt_order(counts)[0], float(total), K, config).chunked_tiles == 0
     plan = plan_schedule(offsets, total, K, config)
     assert (plan.choice.chunked_tiles, plan.choice.chunk_count, plan.choice.wanted_chunk_units) == (0, 1, 0)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_auto_chunks_only_items_above_the_floor(seed):
+    """The lightest chunked item (N_h) is above chunked_cost_floor x N_total / K; with the floor at 0 the search
+    is Eq. (6) over every h (brute force here), and a floor only ever removes candidates: the choice is the
+    best candidate of Eq. (6) among those whose N_h is above it."""
+    g = torch.Generator().manual_seed(seed)
+    n = int(torch.randint(200, 3000, (1,), generator=g))
+    counts = (300 * torch.exp([0.5, 1.0, 2.0][seed % 3] * torch.randn(n, generator=g))).to(torch.int32) + 1
+    counts[: int(torch.randint(1, 30, (1,), generator=g))] *= int(torch.randint(3, 40, (1,), generator=g))
+    sorted_costs, _ = lpt_order(counts)
+    total, K = float(counts.sum()), [64, 132, 792][seed % 3]
+    floor = [0.0, 0.5, 1.0, 2.0][seed % 4]
+    config = LPTConfig(chunked_cost_floor=floor, overhead_lambda=float(torch.rand(1, generator=g)) * 4000,
+                       min_gain=0.0, max_chunked_tiles=255)
+    choice = choose_chunking(sorted_costs, total, K, config)
+    mean = total / K
+    costs = sorted_costs.to(torch.float64)
+    candidates = []  # (cost, k index, h) of every candidate the floor allows
+    for ki, k in enumerate(config.chunk_counts):
+        for h in range(1, min(255, n) + 1):
+            if not float(costs[h - 1]) > floor * mean:
+                continue
+            l = max(float(costs[0]) / k, float(costs[h]) if h < n else 0.0)
+            average = (total + config.overhead_lambda * h * k) / K
+            candidates.append((max(average, l) + config.imbalance_beta * l, ki, h))
+    if choice.chunked_tiles:
+        assert float(costs[choice.chunked_tiles - 1]) > floor * mean
+        best = min(candidates)
+        assert choice.predicted_cost == pytest.approx(best[0], rel=1e-12)
+        assert (choice.chunked_tiles, choice.chunk_count) == (best[2], config.chunk_counts[best[1]])
+    else:
+        assert not candidates or min(candidates)[0] > choice.predicted_cost_lpt * (1 - config.min_gain)
+    if floor > 0:  # a floor only removes candidates: the choice costs at least the unfloored one's
+        unfloored = choose_chunking(sorted_costs, total, K, config.replace(chunked_cost_floor=0.0))
+        assert choice.predicted_cost >= unfloored.predicted_cost

@@ -80,12 +80,15 @@ class PolicyOptions:
     heavy_item_pace: float = _CONFIG_DEFAULTS.heavy_item_pace
     """sigma: the heaviest tile's time per unit of cost against the mean CTA's; frames whose heaviest tile at
     that pace ends within min_gain of the mean work per CTA are not chunked."""
+    chunked_cost_floor: float = _CONFIG_DEFAULTS.chunked_cost_floor
+    """`auto` chunks only tiles whose predicted cost is above this multiple of the mean work per CTA (0: any)."""
 
     def lpt_config(self, mode: str = "auto") -> LPTConfig:
         """The LPTConfig these options ask for (ValueError naming the LPTConfig field when one is out of range)."""
         return LPTConfig(mode=mode, chunk_count=self.chunk_count, heavy_ratio=self.heavy_ratio,
                          overhead_lambda=self.overhead_lambda, imbalance_beta=self.imbalance_beta,
-                         min_gain=self.min_gain, heavy_item_pace=self.heavy_item_pace)
+                         min_gain=self.min_gain, heavy_item_pace=self.heavy_item_pace,
+                         chunked_cost_floor=self.chunked_cost_floor)
 
 
 @dataclass
@@ -237,7 +240,7 @@ def load(name: str, options: SceneOptions):
 # LPTConfig fields the command line sets, and their flags (errors name the flag the user typed).
 FLAG_OF_FIELD = {"chunk_count": "--chunk-count", "heavy_ratio": "--heavy-ratio", "overhead_lambda": "--overhead-lambda",
                  "imbalance_beta": "--imbalance-beta", "min_gain": "--min-gain", "mode": "--mode",
-                 "heavy_item_pace": "--heavy-item-pace"}
+                 "heavy_item_pace": "--heavy-item-pace", "chunked_cost_floor": "--chunked-cost-floor"}
 
 
 def flag_names(message: str) -> str:

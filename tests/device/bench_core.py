@@ -269,6 +269,8 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=
         # the frame-level culling gain on auto's own schedule (the balance bound's factor: auto-nocull against
         # gsplat's time x gsplat's SM activity measures the balance alone)
         configs["auto-nocull"] = auto.replace(cull=False)
+        if "chunked_cost_floor" in LPTConfig.__dataclass_fields__:  # Eq. (6) alone choosing h (the floor at 0)
+            configs["auto-nofloor"] = auto.replace(chunked_cost_floor=0.0)
         if "warp_shape" in LPTConfig.__dataclass_fields__:
             configs["lpt-rows"] = LPTConfig(mode="lpt", warp_shape="rows")
             configs["lpt-blocks"] = LPTConfig(mode="lpt", warp_shape="blocks")
@@ -456,7 +458,7 @@ def main() -> None:
     if any("best_fixed" in r for r in rows):  # each policy against the best fixed schedule of every such frame
         graded = [r for r in rows if "best_fixed" in r]
         print(f"\n[{args.tag}] auto / best fixed (ms ratio) per frame; worst and mean last")
-        labels = ["auto"] + [label for label in rows[0]["modes"] if label.startswith("auto(")]
+        labels = ["auto"] + [label for label in rows[0]["modes"] if label.startswith(("auto(", "auto-nofloor"))]
         for label in labels:
             ratios = [r["modes"][label]["ms"] / r["best_fixed"]["ms"] for r in graded]
             picks = " ".join(f"{r['frame'].replace('ladder:', '')[:8]}={q:.2f}({r['modes'][label]['h']},{r['modes'][label]['k']})"
@@ -471,7 +473,7 @@ def main() -> None:
                 print(f"[{args.tag}] {label:<22} {picks} worst={max(ratios):.3f} mean={statistics.mean(ratios):.3f}")
 
     # every frame (balanced and real ones too): each auto against the best of lpt and the fixed grid, GPU time
-    labels = ["auto"] + [label for label in rows[0]["modes"] if label.startswith("auto(")]
+    labels = ["auto"] + [label for label in rows[0]["modes"] if label.startswith(("auto(", "auto-nofloor"))]
     print(f"\n[{args.tag}] GPU-only: auto / min(lpt, best fixed) per frame, every frame; worst and mean last")
     for label in labels:
         ratios = [r["gpu_ms"][label] / min(r["gpu_ms"]["lpt"], r.get("best_fixed_gpu", {}).get("ms", math.inf))
