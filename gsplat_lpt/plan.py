@@ -168,7 +168,8 @@ def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, con
     h = torch.arange(1, last_h + 1)
     next_cost = torch.cat([costs, costs.new_zeros(last_h + 1)])[h]  # N_{h+1}: zero past the non-empty items
     # the lightest chunked item, N_h, is above config.chunked_cost_floor times the mean work per CTA
-    heavy = torch.cat([costs, costs.new_zeros(last_h + 1)])[h - 1] > config.chunked_cost_floor * (total / concurrent_ctas)
+    floor_cost = config.chunked_cost_floor * (total / concurrent_ctas)
+    heavy = torch.cat([costs, costs.new_zeros(last_h + 1)])[h - 1] > floor_cost
     if not bool(heavy.any()):
         return ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
     limit = math.inf if capacity is None else capacity

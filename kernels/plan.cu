@@ -597,10 +597,13 @@ __device__ void choose_auto(const PlanArgs& p, const int* head_costs, int head, 
     __syncthreads();
     const int last_h = min(p.max_chunked_tiles, head == nonempty ? head : head - 1);
     const int candidates = max(last_h, 0) * counts;
+    // the lightest chunked item, N_h, must be above chunked_cost_floor times the mean work per CTA
+    const double floor_cost = __dmul_rn(p.chunked_cost_floor, __ddiv_rn(total, (double)p.concurrent_ctas));
     double best = lpt_cost, unbounded = lpt_cost;  // h = 0 (LPT only) wins ties against every candidate
     int best_tie = 0, unbounded_tie = 0;
     for (int index = (int)threadIdx.x; index < candidates; index += (int)blockDim.x) {
         const int h = index / counts + 1, ki = index - (h - 1) * counts, k = p.chunk_counts[ki];
+        if (!((double)head_costs[h - 1] > floor_cost)) continue;  // (exact: h - 1 < head)
         const double next = h < head ? (double)head_costs[h] : 0.0;  // N_{h+1}; zero past the non-empty items
         const double longest = fmax(longest_of_k[ki], next);
         const double overhead = __dmul_rn(__dmul_rn(p.overhead_lambda, (double)h), (double)k);

@@ -51,6 +51,35 @@ def plan_rasterizer(path, monkeypatch):
 
 
 @pytest.mark.parametrize("path", ["cluster", "grid"])
+def test_plan_kernels_apply_the_chunked_cost_floor(path, monkeypatch):
+    """A mild frame (a few dozen items somewhat above the mean work per CTA): Eq. (6) alone chunks items at or
+    below the mean, the default floor does not; the GPU's choice is the oracle's with and without it, on both
+    plan paths."""
+    g = torch.Generator().manual_seed(5)
+    counts = (250 * torch.exp(0.3 * torch.randn(8160, generator=g))).to(torch.int32)
+    counts[:60] = (torch.linspace(5000, 1800, 60)).to(torch.int32)
+    offsets, total = counts_offsets(counts)
+    rasterizer = plan_rasterizer(path, monkeypatch)
+    inter = runtime.Intersections(offsets.cuda(), torch.zeros(total, dtype=torch.int32, device="cuda"), None, 1,
+                                  8160, 1, 1, 8160, 1, 1)
+    K = rasterizer.concurrent_ctas
+    choices = []
+    default = LPTConfig(saturation_feedback=False)
+    for config in (default, default.replace(chunked_cost_floor=0.0)):
+        report = rasterizer.plan(inter, config).report()
+        oracle = plan_schedule(offsets, total, K, config, capacity=rasterizer.workspace(
+            runtime.current_stream_handle(torch.cuda.current_device())).chunk_units)
+        assert (report["chunked_tiles"], report["chunk_count"]) == (oracle.choice.chunked_tiles,
+                                                                    oracle.choice.chunk_count)
+        assert report["predicted_cost"] == oracle.choice.predicted_cost
+        choices.append(oracle.choice.chunked_tiles)
+    floored, unfloored = choices
+    mean = total / K
+    assert 0 < floored < unfloored  # the floor took items off the search
+    assert float(counts.sort(descending=True).values[floored - 1]) > mean
+
+
+@pytest.mark.parametrize("path", ["cluster", "grid"])
 @pytest.mark.parametrize("seed", range(14))
 def test_plan_kernels_match_the_torch_oracle(seed, path, monkeypatch):
     g = torch.Generator().manual_seed(seed)
