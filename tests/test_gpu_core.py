@@ -52,9 +52,9 @@ def plan_rasterizer(path, monkeypatch):
 
 @pytest.mark.parametrize("path", ["cluster", "grid"])
 def test_plan_kernels_apply_the_chunked_cost_floor(path, monkeypatch):
-    """A mild frame (a few dozen items somewhat above the mean work per CTA): Eq. (6) alone chunks items at or
-    below the mean, the default floor does not; the GPU's choice is the oracle's with and without it, on both
-    plan paths."""
+    """A mild frame (a few dozen items somewhat above the mean work per CTA): Eq. (6) alone (the floor at 0, the
+    default) chunks items at or below the mean, the floor at 1 does not; the GPU's choice is the oracle's with
+    and without it, on both plan paths."""
     g = torch.Generator().manual_seed(5)
     counts = (250 * torch.exp(0.3 * torch.randn(8160, generator=g))).to(torch.int32)
     counts[:60] = (torch.linspace(5000, 1800, 60)).to(torch.int32)
@@ -64,8 +64,8 @@ def test_plan_kernels_apply_the_chunked_cost_floor(path, monkeypatch):
                                   8160, 1, 1, 8160, 1, 1)
     K = rasterizer.concurrent_ctas
     choices = []
-    default = LPTConfig(saturation_feedback=False)
-    for config in (default, default.replace(chunked_cost_floor=0.0)):
+    floored = LPTConfig(saturation_feedback=False, chunked_cost_floor=1.0)
+    for config in (floored, floored.replace(chunked_cost_floor=0.0)):
         report = rasterizer.plan(inter, config).report()
         oracle = plan_schedule(offsets, total, K, config, capacity=rasterizer.workspace(
             runtime.current_stream_handle(torch.cuda.current_device())).chunk_units)

@@ -254,8 +254,9 @@ def test_balanced_frames_are_not_chunked():
     config = LPTConfig(overhead_lambda=1.0, imbalance_beta=20.0)
     searched = choose_chunking(lpt_order(counts)[0], float(total), K, config.replace(chunked_cost_floor=0.0))
     assert searched.chunked_tiles > 0  # the model alone would chunk this frame
-    # (with the default floor the search itself chunks nothing: no item is above the mean work per CTA)
-    assert choose_chunking(lpt_order(counts)[0], float(total), K, config).chunked_tiles == 0
+    # (with the floor at 1 the search itself chunks nothing: no item is above the mean work per CTA)
+    floored = config.replace(chunked_cost_floor=1.0)
+    assert choose_chunking(lpt_order(counts)[0], float(total), K, floored).chunked_tiles == 0
     plan = plan_schedule(offsets, total, K, config)
     assert (plan.choice.chunked_tiles, plan.choice.chunk_count, plan.choice.wanted_chunk_units) == (0, 1, 0)
 

@@ -81,7 +81,9 @@ class PolicyOptions:
     """sigma: the heaviest tile's time per unit of cost against the mean CTA's; frames whose heaviest tile at
     that pace ends within min_gain of the mean work per CTA are not chunked."""
     chunked_cost_floor: float = _CONFIG_DEFAULTS.chunked_cost_floor
-    """`auto` chunks only tiles whose predicted cost is above this multiple of the mean work per CTA (0: any)."""
+    """`auto` chunks only tiles whose predicted cost is above this multiple of the mean work per CTA (0, the
+    default: any; 1.0 chunked fewer tiles of mild frames on an H200, 1-1.4% faster, and was 1.6% slower on one
+    whose heavy tiles saturate late)."""
 
     def lpt_config(self, mode: str = "auto") -> LPTConfig:
         """The LPTConfig these options ask for (ValueError naming the LPTConfig field when one is out of range)."""
