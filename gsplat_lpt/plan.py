@@ -166,18 +166,18 @@ def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, con
     if last_h < 1:
         return ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
     h = torch.arange(1, last_h + 1)
-    next_cost = torch.cat([costs, costs.new_zeros(last_h + 1)])[h]  # N_{h+1}: zero past the non-empty items
+    padded = torch.cat([costs, costs.new_zeros(last_h + 1)])
+    next_cost = padded[h]  # N_{h+1}: zero past the non-empty items
     # the lightest chunked item, N_h, is above config.chunked_cost_floor times the mean work per CTA
-    floor_cost = config.chunked_cost_floor * (total / concurrent_ctas)
-    heavy = torch.cat([costs, costs.new_zeros(last_h + 1)])[h - 1] > floor_cost
-    if not bool(heavy.any()):
+    above_floor = padded[h - 1] > config.chunked_cost_floor * (total / concurrent_ctas)
+    if not bool(above_floor.any()):
         return ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
     limit = math.inf if capacity is None else capacity
     best: Optional[Tuple[float, int, int]] = None  # (cost, k index, h): lexicographic, as the GPU breaks ties
     unbounded: Optional[Tuple[float, int, int]] = None
     for ki, k in enumerate(config.chunk_counts):
         values = modelled_cost(total, n1, next_cost, h, k, concurrent_ctas, config.overhead_lambda, config.imbalance_beta)
-        values = torch.where(heavy, values, torch.full_like(values, math.inf))
+        values = torch.where(above_floor, values, torch.full_like(values, math.inf))
         i = int(torch.argmin(values))
         if unbounded is None or float(values[i]) < unbounded[0]:
             unbounded = (float(values[i]), ki, i + 1)
