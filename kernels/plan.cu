@@ -160,43 +160,6 @@ __device__ inline void bitonic_sort(unsigned long long* keys, int count) {
     }
 }
 
-struct Candidate {
-    double cost;
-    int k_index;
-    int h;
-};
-
-// Lexicographic (cost, k order, h): the same tie-breaking as plan.choose_chunking.
-__device__ inline bool better(const Candidate& a, const Candidate& b) {
-    if (a.cost != b.cost) return a.cost < b.cost;
-    if (a.k_index != b.k_index) return a.k_index < b.k_index;
-    return a.h < b.h;
-}
-
-__device__ inline Candidate shuffle_down(const Candidate& c, int offset) {
-    Candidate other;
-    other.cost = __shfl_down_sync(0xffffffffu, c.cost, offset);
-    other.k_index = __shfl_down_sync(0xffffffffu, c.k_index, offset);
-    other.h = __shfl_down_sync(0xffffffffu, c.h, offset);
-    return other;
-}
-
-// Block-wide minimum of one candidate per thread (the result in thread 0).
-__device__ inline Candidate block_best(Candidate c, Candidate* per_warp) {
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        const Candidate other = shuffle_down(c, offset);
-        if (better(other, c)) c = other;
-    }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) per_warp[warp] = c;
-    __syncthreads();
-    if (threadIdx.x == 0)
-        for (int w = 1; w < (int)(blockDim.x >> 5); ++w)
-            if (better(per_warp[w], c)) c = per_warp[w];
-    __syncthreads();
-    return c;
-}
-
 // Eq. (6): T(h, k) = max((N_total + lambda h k) / K, l) + beta l,  l = max(N_1 / k, N_{h+1}).
 // Explicitly rounded operations (no fused multiply-add), so that plan.py's float64 twin gets the same bits.
 __device__ inline double modelled_cost(const PlanArgs& p, double total, double n1, double next, int h, int k) {
@@ -303,45 +266,100 @@ __device__ inline void finish_schedule(const PlanArgs& p, int h, int k, int want
     p.predicted[1] = lpt_cost;
 }
 
-// The policy, run by the last CTA of plan_order. head_costs(i) is exact for i < head.
+static_assert(LPT_HEAD_CAPACITY < 4096, "choose_auto packs (k index, h <= LPT_HEAD_CAPACITY) as k index * 4096 + h");
+
+// Lexicographic (cost, tie) with tie = k index * 4096 + h: plan.choose_chunking's order.
+__device__ __forceinline__ void keep_better(double& cost, int& tie, double other_cost, int other_tie) {
+    if (other_cost < cost || (other_cost == cost && other_tie < tie)) {
+        cost = other_cost;
+        tie = other_tie;
+    }
+}
+
+// The auto policy's search, for both plan paths (plan_order's last CTA, plan_cluster's CTA 0), by every thread
+// of the CTA: each thread models some (h, k) candidates of Eq. (6) with the same rounded operations as
+// modelled_cost (N_1 / k once per k), then two block-wide minima (within the partial buffers, and unbounded).
+// head_cost(i): the exact cost of sorted position i < head. chosen (h, k, wanted) and p.predicted[0] are
+// written by thread 0; the caller synchronizes before reading chosen.
+template <class HeadCost>
+__device__ void choose_auto(const PlanArgs& p, HeadCost head_cost, int head, int nonempty, double total, double n1,
+                            double lpt_cost, int* chosen) {
+    __shared__ double longest_of_k[LPT_MAX_CHUNK_COUNTS];  // N_1 / k
+    __shared__ double warp_cost[2][32];
+    __shared__ int warp_tie[2][32];
+    const int counts = min(p.num_chunk_counts, LPT_MAX_CHUNK_COUNTS);
+    if ((int)threadIdx.x < counts) longest_of_k[threadIdx.x] = __ddiv_rn(n1, (double)p.chunk_counts[threadIdx.x]);
+    __syncthreads();
+    const int last_h = min(p.max_chunked_tiles, head == nonempty ? head : head - 1);
+    const int candidates = max(last_h, 0) * counts;
+    // the lightest chunked item, N_h, must be above chunked_cost_floor times the mean work per CTA
+    const double floor_cost = __dmul_rn(p.chunked_cost_floor, __ddiv_rn(total, (double)p.concurrent_ctas));
+    double best = lpt_cost, unbounded = lpt_cost;  // h = 0 (LPT only) wins ties against every candidate
+    int best_tie = 0, unbounded_tie = 0;
+    for (int index = (int)threadIdx.x; index < candidates; index += (int)blockDim.x) {
+        const int h = index / counts + 1, ki = index - (h - 1) * counts, k = p.chunk_counts[ki];
+        if (!((double)head_cost(h - 1) > floor_cost)) continue;  // (exact: h - 1 < head)
+        const double next = h < head ? (double)head_cost(h) : 0.0;  // N_{h+1}; zero past the non-empty items
+        const double longest = fmax(longest_of_k[ki], next);
+        const double overhead = __dmul_rn(__dmul_rn(p.overhead_lambda, (double)h), (double)k);
+        const double average = __ddiv_rn(__dadd_rn(total, overhead), (double)p.concurrent_ctas);
+        const double cost = __dadd_rn(fmax(average, longest), __dmul_rn(p.imbalance_beta, longest));
+        const int tie = ki * 4096 + h;
+        keep_better(unbounded, unbounded_tie, cost, tie);
+        if ((long long)h * k <= p.chunk_unit_capacity) keep_better(best, best_tie, cost, tie);
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        keep_better(best, best_tie, __shfl_xor_sync(0xffffffffu, best, offset),
+                    __shfl_xor_sync(0xffffffffu, best_tie, offset));
+        keep_better(unbounded, unbounded_tie, __shfl_xor_sync(0xffffffffu, unbounded, offset),
+                    __shfl_xor_sync(0xffffffffu, unbounded_tie, offset));
+    }
+    const int lane = (int)(threadIdx.x & 31), warp = (int)(threadIdx.x >> 5), warps = (int)(blockDim.x >> 5);
+    if (lane == 0) {
+        warp_cost[0][warp] = best;
+        warp_tie[0][warp] = best_tie;
+        warp_cost[1][warp] = unbounded;
+        warp_tie[1][warp] = unbounded_tie;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        best = lane < warps ? warp_cost[0][lane] : lpt_cost;
+        best_tie = lane < warps ? warp_tie[0][lane] : 0;
+        unbounded = lane < warps ? warp_cost[1][lane] : lpt_cost;
+        unbounded_tie = lane < warps ? warp_tie[1][lane] : 0;
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            keep_better(best, best_tie, __shfl_xor_sync(0xffffffffu, best, offset),
+                        __shfl_xor_sync(0xffffffffu, best_tie, offset));
+            keep_better(unbounded, unbounded_tie, __shfl_xor_sync(0xffffffffu, unbounded, offset),
+                        __shfl_xor_sync(0xffffffffu, unbounded_tie, offset));
+        }
+        if (lane == 0) {
+            const double bar = __dmul_rn(1.0 - p.min_gain, lpt_cost);
+            const int best_h = best_tie & 4095, unbounded_h = unbounded_tie & 4095;
+            const bool worth_it = best_h > 0 && best <= bar;
+            chosen[0] = worth_it ? best_h : 0;
+            chosen[1] = worth_it ? p.chunk_counts[best_tie >> 12] : 1;
+            chosen[2] = (unbounded_h > 0 && unbounded <= bar) ? unbounded_h * p.chunk_counts[unbounded_tie >> 12] : 0;
+            p.predicted[0] = worth_it ? best : lpt_cost;
+        }
+    }
+}
+
+// The policy, run by every thread of the last CTA of plan_order. head_keys[i] is exact for i < head.
 __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* head_keys, int head, int nonempty,
                                 double total, double n1, bool invalid) {
-    __shared__ Candidate per_warp[32];
     __shared__ int chosen[3];  // h, k, wanted h k
     const double lpt_cost = modelled_cost(p, total, n1, 0.0, 0, 1);
-    // N_{h+1}: exact inside the head; zero past the last non-empty item; beyond the head, only the forced
-    // modes look (and take the bucket-sorted cost there).
+    // the forced modes' N_{h+1}: exact inside the head; zero past the last non-empty item; else the
+    // bucket-sorted cost
     auto next_cost = [&](int h) -> double {
         if (h < head) return (double)key_cost(head_keys[h]);
         if (h >= nonempty) return 0.0;
         return (double)__ldcg(p.sorted_costs + h);
     };
 
-    if (p.mode == LPT_MODE_AUTO && !invalid) {
-        const int last_h = min(p.max_chunked_tiles, head == nonempty ? head : head - 1);
-        // the lightest chunked item, N_h, must be above chunked_cost_floor times the mean work per CTA
-        const double floor_cost = __dmul_rn(p.chunked_cost_floor, __ddiv_rn(total, (double)p.concurrent_ctas));
-        Candidate best{lpt_cost, 0, 0}, unbounded{lpt_cost, 0, 0};
-        for (int h = (int)threadIdx.x + 1; h <= last_h; h += (int)blockDim.x) {
-            if (!(next_cost(h - 1) > floor_cost)) continue;  // (exact: h - 1 < head)
-            const double next = next_cost(h);
-            for (int ki = 0; ki < p.num_chunk_counts && ki < LPT_MAX_CHUNK_COUNTS; ++ki) {
-                const int k = p.chunk_counts[ki];
-                const Candidate candidate{modelled_cost(p, total, n1, next, h, k), ki, h};
-                if (better(candidate, unbounded)) unbounded = candidate;
-                if ((long long)h * k <= p.chunk_unit_capacity && better(candidate, best)) best = candidate;
-            }
-        }
-        best = block_best(best, per_warp);
-        unbounded = block_best(unbounded, per_warp);
-        if (threadIdx.x == 0) {
-            const double bar = __dmul_rn(1.0 - p.min_gain, lpt_cost);
-            const bool worth_it = best.h > 0 && best.cost <= bar;
-            chosen[0] = worth_it ? best.h : 0;
-            chosen[1] = worth_it ? p.chunk_counts[best.k_index] : 1;
-            chosen[2] = (unbounded.h > 0 && unbounded.cost <= bar) ? unbounded.h * p.chunk_counts[unbounded.k_index] : 0;
-            p.predicted[0] = worth_it ? best.cost : lpt_cost;
-        }
+    if (p.mode == LPT_MODE_AUTO && !invalid) {  // (every thread: the search synchronizes the CTA)
+        choose_auto(p, [&](int i) { return key_cost(head_keys[i]); }, head, nonempty, total, n1, lpt_cost, chosen);
     } else if ((p.mode == LPT_MODE_CHUNK || p.mode == LPT_MODE_FIXED) && !invalid) {
         if (threadIdx.x == 0) {
             const Forced forced = forced_choice(p, nonempty);
@@ -552,7 +570,6 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 namespace lpt {
 
-static_assert(LPT_HEAD_CAPACITY <= 4096, "plan_cluster packs (k index, h) as k index * 4096 + h");
 static_assert(LPT_BUCKET_COUNT % 32 == 0 && LPT_BUCKET_COUNT + 32 <= LPT_PLAN_THREADS,
               "plan_cluster: one thread per bucket, then one warp for the partial sums");
 static_assert(LPT_PLAN_CLUSTER <= 32, "plan_cluster: one lane per CTA reduces the partial sums");
@@ -574,80 +591,6 @@ __device__ __forceinline__ T* in_cta(T* local, int rank) {
     unsigned long long remote;
     asm("mapa.u64 %0, %1, %2;" : "=l"(remote) : "l"(local), "r"(rank));
     return reinterpret_cast<T*>(remote);
-}
-
-// Lexicographic (cost, tie) with tie = k index * 4096 + h: plan.choose_chunking's order.
-__device__ __forceinline__ void keep_better(double& cost, int& tie, double other_cost, int other_tie) {
-    if (other_cost < cost || (other_cost == cost && other_tie < tie)) {
-        cost = other_cost;
-        tie = other_tie;
-    }
-}
-
-// The auto policy by every thread of one CTA: each thread models some (h, k) candidates of Eq. (6) with the
-// same rounded operations as modelled_cost (N_1 / k once per k), then two block-wide minima (within the
-// partial buffers, and unbounded). head_costs: the exact costs of the sorted head. chosen: h, k, wanted.
-__device__ void choose_auto(const PlanArgs& p, const int* head_costs, int head, int nonempty, double total, double n1,
-                            double lpt_cost, int* chosen) {
-    __shared__ double longest_of_k[LPT_MAX_CHUNK_COUNTS];  // N_1 / k
-    __shared__ double warp_cost[2][32];
-    __shared__ int warp_tie[2][32];
-    const int counts = min(p.num_chunk_counts, LPT_MAX_CHUNK_COUNTS);
-    if ((int)threadIdx.x < counts) longest_of_k[threadIdx.x] = __ddiv_rn(n1, (double)p.chunk_counts[threadIdx.x]);
-    __syncthreads();
-    const int last_h = min(p.max_chunked_tiles, head == nonempty ? head : head - 1);
-    const int candidates = max(last_h, 0) * counts;
-    // the lightest chunked item, N_h, must be above chunked_cost_floor times the mean work per CTA
-    const double floor_cost = __dmul_rn(p.chunked_cost_floor, __ddiv_rn(total, (double)p.concurrent_ctas));
-    double best = lpt_cost, unbounded = lpt_cost;  // h = 0 (LPT only) wins ties against every candidate
-    int best_tie = 0, unbounded_tie = 0;
-    for (int index = (int)threadIdx.x; index < candidates; index += (int)blockDim.x) {
-        const int h = index / counts + 1, ki = index - (h - 1) * counts, k = p.chunk_counts[ki];
-        if (!((double)head_costs[h - 1] > floor_cost)) continue;  // (exact: h - 1 < head)
-        const double next = h < head ? (double)head_costs[h] : 0.0;  // N_{h+1}; zero past the non-empty items
-        const double longest = fmax(longest_of_k[ki], next);
-        const double overhead = __dmul_rn(__dmul_rn(p.overhead_lambda, (double)h), (double)k);
-        const double average = __ddiv_rn(__dadd_rn(total, overhead), (double)p.concurrent_ctas);
-        const double cost = __dadd_rn(fmax(average, longest), __dmul_rn(p.imbalance_beta, longest));
-        const int tie = ki * 4096 + h;
-        keep_better(unbounded, unbounded_tie, cost, tie);
-        if ((long long)h * k <= p.chunk_unit_capacity) keep_better(best, best_tie, cost, tie);
-    }
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        keep_better(best, best_tie, __shfl_xor_sync(0xffffffffu, best, offset),
-                    __shfl_xor_sync(0xffffffffu, best_tie, offset));
-        keep_better(unbounded, unbounded_tie, __shfl_xor_sync(0xffffffffu, unbounded, offset),
-                    __shfl_xor_sync(0xffffffffu, unbounded_tie, offset));
-    }
-    const int lane = (int)(threadIdx.x & 31), warp = (int)(threadIdx.x >> 5), warps = (int)(blockDim.x >> 5);
-    if (lane == 0) {
-        warp_cost[0][warp] = best;
-        warp_tie[0][warp] = best_tie;
-        warp_cost[1][warp] = unbounded;
-        warp_tie[1][warp] = unbounded_tie;
-    }
-    __syncthreads();
-    if (warp == 0) {
-        best = lane < warps ? warp_cost[0][lane] : lpt_cost;
-        best_tie = lane < warps ? warp_tie[0][lane] : 0;
-        unbounded = lane < warps ? warp_cost[1][lane] : lpt_cost;
-        unbounded_tie = lane < warps ? warp_tie[1][lane] : 0;
-        for (int offset = 16; offset > 0; offset >>= 1) {
-            keep_better(best, best_tie, __shfl_xor_sync(0xffffffffu, best, offset),
-                        __shfl_xor_sync(0xffffffffu, best_tie, offset));
-            keep_better(unbounded, unbounded_tie, __shfl_xor_sync(0xffffffffu, unbounded, offset),
-                        __shfl_xor_sync(0xffffffffu, unbounded_tie, offset));
-        }
-        if (lane == 0) {
-            const double bar = __dmul_rn(1.0 - p.min_gain, lpt_cost);
-            const int best_h = best_tie & 4095, unbounded_h = unbounded_tie & 4095;
-            const bool worth_it = best_h > 0 && best <= bar;
-            chosen[0] = worth_it ? best_h : 0;
-            chosen[1] = worth_it ? p.chunk_counts[best_tie >> 12] : 1;
-            chosen[2] = (unbounded_h > 0 && unbounded <= bar) ? unbounded_h * p.chunk_counts[unbounded_tie >> 12] : 0;
-            p.predicted[0] = worth_it ? best : lpt_cost;
-        }
-    }
 }
 
 // The plan of a frame of up to R items per thread (their costs and ranks stay in registers).
@@ -821,7 +764,7 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
     if (rank == 0) {
         const double total = (double)sums[1], n1 = (double)largest_cost, lpt_cost = lpt_cost_shared;
         if (p.mode == LPT_MODE_AUTO && !invalid && !hopeless) {
-            choose_auto(p, head_costs, head, nonempty, total, n1, lpt_cost, chosen);
+            choose_auto(p, [&](int i) { return head_costs[i]; }, head, nonempty, total, n1, lpt_cost, chosen);
         } else if (tid == 0) {
             chosen[0] = forced.h;  // (0, 1, 0) unless a forced mode
             chosen[1] = forced.k;
