@@ -69,6 +69,27 @@ def blend_list(alphas: Tensor, colors: Tensor, T: Optional[Tensor] = None,
     return color, T, done, last
 
 
+def stop_positions(means2d, conics, opacities, ids: Tensor, px: Tensor, py: Tensor, batch: int = 4096) -> Tensor:
+    """[P] where each pixel's front-to-back walk over the depth-sorted list `ids` stops: the position of the
+    Gaussian that would take its T to the threshold (gsplat's loop ends there, exclusive), or len(ids) where
+    the pixel never saturates. T is a running product per batch (equal to the sequential one up to float
+    rounding); the walk ends early once every pixel has stopped. For analysis of long lists (blend_list is
+    the exact oracle)."""
+    P, M = px.numel(), ids.numel()
+    T = torch.ones(P, dtype=torch.float32, device=px.device)
+    stop = torch.full((P,), M, dtype=torch.long, device=px.device)
+    for first in range(0, M, batch):
+        open_ = stop == M
+        if not bool(open_.any()):
+            break
+        transmittance = T[:, None] * torch.cumprod(1.0 - _alphas(means2d, conics, opacities, ids[first:first + batch], px, py), dim=1)
+        saturated = (transmittance <= TRANSMITTANCE_THRESHOLD) & open_[:, None]
+        hit = saturated.any(dim=1)
+        stop = torch.where(hit, first + saturated.int().argmax(dim=1), stop)
+        T = transmittance[:, -1]
+    return stop
+
+
 def _frame_views(means2d, conics, colors, opacities, isect_offsets):
     num_images = math.prod(isect_offsets.shape[:-2])
     return (means2d.reshape(-1, 2), conics.reshape(-1, 3), colors.reshape(-1, colors.shape[-1]),

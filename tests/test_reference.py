@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from gsplat_lpt.reference import blend_chunked_list, blend_list, blend_sequential, chunk_bounds, reduce_chunks
+from gsplat_lpt.reference import (TRANSMITTANCE_THRESHOLD, _alphas, blend_chunked_list, blend_list, blend_sequential,
+                                  chunk_bounds, reduce_chunks, stop_positions)
 
 
 def psnr(a, b):
@@ -37,6 +38,32 @@ def test_blend_list_stops_exclusively_at_saturation():
     assert done.item() and last.item() == 0
     assert torch.allclose(color, torch.tensor([[0.999, 0.0, 0.0]], dtype=torch.float64))
     assert T.item() == pytest.approx(0.001)
+
+
+@pytest.mark.parametrize("batch", [1, 7, 4096])
+def test_stop_positions_are_where_the_sequential_walk_stops(batch):
+    """Pixels on the left of a strip of Gaussians saturate at various depths, those on the right never."""
+    g = torch.Generator().manual_seed(batch)
+    count = 400
+    means2d = torch.stack([torch.rand(count, generator=g) * 6, torch.rand(count, generator=g) * 16], dim=-1)
+    conics = torch.tensor([0.08, 0.01, 0.08]).repeat(count, 1) * (0.5 + torch.rand(count, 1, generator=g))
+    opacities = 0.05 + 0.4 * torch.rand(count, generator=g)
+    local = torch.arange(256)
+    px, py = (local % 16).float() + 0.5, (local // 16).float() + 0.5
+    ids = torch.randperm(count, generator=g)
+    alphas = _alphas(means2d, conics, opacities, ids, px, py)
+    expected = torch.full((256,), count)
+    for pixel in range(256):
+        T = 1.0
+        for position in range(count):
+            alpha = float(alphas[pixel, position])
+            if alpha > 0 and T * (1.0 - alpha) <= TRANSMITTANCE_THRESHOLD:
+                expected[pixel] = position
+                break
+            T *= 1.0 - alpha
+    stops = stop_positions(means2d, conics, opacities, ids, px, py, batch=batch)
+    assert (expected < count).sum() > 50 and (expected == count).sum() > 50  # both kinds of pixel occur
+    assert torch.equal(stops, expected)
 
 
 @pytest.mark.parametrize("chunk_count", [2, 3, 8])

@@ -414,6 +414,64 @@ def frame_stats(
 # ----------------------------------------------------------------------------------------------
 
 
+@dataclass
+class TileDepths:
+    """One tile's depth-sorted list and where each of its pixels stops blending (reference.stop_positions)."""
+
+    image: int
+    tile_x: int
+    tile_y: int
+    length: int  # Gaussians in the tile's list
+    stops: Tensor  # [tile_size^2] stop position per pixel, `length` where the pixel never saturates
+
+    @property
+    def saturated(self) -> int:
+        return int((self.stops < self.length).sum())
+
+    def stop_fraction(self, quantile: float) -> float:
+        """A quantile of the pixels' stop positions over the list length (1.0: never saturates)."""
+        return float(torch.quantile(self.stops.double() / max(self.length, 1), quantile))
+
+
+@torch.no_grad()
+def heaviest_tile_depths(scene, frame: int = 0, tiles: int = 1, tile_size: int = 16, eps2d: float = 0.3) -> List[TileDepths]:
+    """The `tiles` longest tile lists of one scene frame (over its cameras) and every pixel's stop depth there,
+    with gsplat's per-pixel blending math on the CPU: how much of a heavy tile's list the blending kernel
+    really walks (list length overstates that where the pixels saturate early)."""
+    from gsplat.cuda._torch_impl import _persp_proj, _world_to_cam
+
+    from ..reference import stop_positions
+
+    viewmats, Ks = scene.frame_cameras(frame)
+    covars = world_covariances(scene.quats, scene.scales)
+    screen = project_gaussians(scene.means, scene.quats, scene.scales, scene.opacities, viewmats, Ks, scene.width,
+                               scene.height, eps2d=eps2d, covars=covars)
+    tile_width, tile_height = tile_grid(scene.width, scene.height, tile_size)
+    counts = count_tile_intersections(screen.means2d, screen.radii, tile_size, tile_width, tile_height)
+    results = []
+    for flat in torch.argsort(counts.reshape(-1), descending=True, stable=True)[:tiles].tolist():
+        image, tile = divmod(flat, tile_width * tile_height)
+        tile_y, tile_x = divmod(tile, tile_width)
+        tile_min, tile_max = tile_rectangles(screen.means2d[image], screen.radii[image], tile_size, tile_width, tile_height)
+        listed = ((tile_min[:, 0] <= tile_x) & (tile_max[:, 0] > tile_x) & (tile_min[:, 1] <= tile_y)
+                  & (tile_max[:, 1] > tile_y))
+        ids = torch.nonzero(listed).squeeze(1)
+        ids = ids[torch.argsort(screen.depths[image, ids], stable=True)]  # isect_tiles' order: depth, then index
+        means_c, covars_c = _world_to_cam(scene.means[ids].float().cpu(), covars[ids],
+                                          viewmats[image:image + 1].float().cpu())
+        means2d, covars2d = _persp_proj(means_c, covars_c, Ks[image:image + 1].float().cpu(), scene.width, scene.height)
+        a, b, c = covars2d[0, :, 0, 0] + eps2d, covars2d[0, :, 0, 1], covars2d[0, :, 1, 1] + eps2d
+        det = a * c - b * b
+        conics = torch.stack([c / det, -b / det, a / det], dim=-1)
+        local = torch.arange(tile_size * tile_size)
+        px = (tile_x * tile_size + local % tile_size).float() + 0.5
+        py = (tile_y * tile_size + local // tile_size).float() + 0.5
+        positions = torch.arange(ids.numel())
+        stops = stop_positions(means2d[0], conics, scene.opacities[ids].float().cpu(), positions, px, py)
+        results.append(TileDepths(image, tile_x, tile_y, ids.numel(), stops))
+    return results
+
+
 def analyze_scene(
     scene,  # scenes.Scene
     concurrent_ctas: int = H200_CONCURRENT_CTAS,
