@@ -17,18 +17,24 @@ The ladder (imbalance = heaviest tile / (N_total / K) at K = 1056 = 132 SMs x 8 
     rig        1,400,301  8.36 8.43            two-way street, 6-camera car rig, 6 images per frame
     foliage    1,032,672  46.6 47.4 48.0       street + dense opaque far structure: long lists, early saturation
     mixed      1,082,672  29.2 29.8 30.1       street + faint haze (never saturates) + opaque far structure
+    veil       932,672    20.6 21.2 21.6       street + semi-transparent haze: long lists, late saturation
+    fog        1,332,672  77.3 79.0 80.0       denser semi-transparent haze: late saturation, some pixels never
 
 (`LADDER_IMBALANCE` holds these numbers; `gsplat-lpt analyze --scene NAME` recomputes them.)
 The street Gaussians thin out with distance as in a reconstruction from a drive, so the road and
 facades alone give a mild tail (their vanishing-point tile is opaque and saturates). The heavy tail
 comes from what driving reconstructions have near the vanishing point: many tiny, faint Gaussians
 stacked in depth behind a handful of tiles. They are faint enough (opacity just above gsplat's 1/255
-cut) that those tiles do not saturate (checked on the CPU with gsplat's per-pixel blending math:
-no pixel of the hottest tile of `moderate`..`extreme` reaches T < 1e-4; median T 0.23-0.9), so
+cut) that those tiles do not saturate (checked on the CPU with gsplat's per-pixel blending math,
+`analyze.heaviest_tile_depths`: no pixel of the hottest tile of `moderate`..`extreme` reaches T < 1e-4), so
 the blending kernel walks their whole list. `foliage` and `mixed` add what driving scenes also have there:
 dense, fairly opaque far structure (vegetation, far blocks) stacked behind the same tiles. Those lists are
-as long, but a few layers cover the tile: the hottest tile of `foliage` holds 176,365 Gaussians and all its
+as long, but a few layers cover the tile: the hottest tile of `foliage` holds 171,595 Gaussians and all its
 pixels saturate within the first 512 (same check), so list length overstates its cost several hundred times.
+`veil` and `fog` make the haze semi-transparent instead (opacity 0.03-0.06 and 0.012-0.02): hundreds of
+layers cover each pixel, so the pixels saturate, but late and each at its own depth. The hottest tile of
+`veil` holds 53,665 Gaussians and all its pixels saturate, the median one 40% and the last 74% down the list;
+that of `fog` holds 247,548, and 181 of its 256 pixels saturate, the median one 42% down the list (same check).
 """
 
 from __future__ import annotations
@@ -216,6 +222,9 @@ LADDER: Dict[str, StreetRecipe] = {
     "foliage": StreetRecipe(blocks=300_000),
     "mixed": StreetRecipe(haze=200_000, haze_azimuth_sigma=0.012, haze_elevation_sigma=0.008, blocks=150_000,
                           blocks_azimuth_sigma=0.02, blocks_elevation_sigma=0.01),
+    # heavy tiles whose pixels saturate late: semi-transparent haze, each pixel covered by hundreds of layers
+    "veil": StreetRecipe(haze=200_000, haze_azimuth_sigma=0.012, haze_elevation_sigma=0.008, haze_opacity=(0.03, 0.06)),
+    "fog": StreetRecipe(haze=600_000, haze_azimuth_sigma=0.006, haze_elevation_sigma=0.004, haze_opacity=(0.012, 0.02)),
 }
 
 CAMERA_HEIGHT = 1.6
@@ -358,6 +367,8 @@ _DESCRIPTIONS = {
     "rig": "the street seen by a 6-camera car rig (front, front sides, sides, back), one batch per frame",
     "foliage": "street with dense opaque far structure (vegetation, far blocks): long lists that saturate early",
     "mixed": "street with both: faint haze that never saturates and opaque far structure that saturates early",
+    "veil": "street with semi-transparent haze far ahead: long lists whose pixels saturate late (40-80% down the list)",
+    "fog": "street canyon with very dense semi-transparent haze: pixels saturate late in the longest lists, some never",
 }
 
 # Measured on the CPU (gsplat_lpt.tools.analyze, K = 1056, 1920x1080, seed 0, scale 1): imbalance per frame.
@@ -371,12 +382,14 @@ LADDER_IMBALANCE: Dict[str, Tuple[float, ...]] = {
     "rig": (8.36, 8.43),
     "foliage": (46.56, 47.42, 47.95),
     "mixed": (29.2, 29.78, 30.1),
+    "veil": (20.62, 21.21, 21.60),
+    "fog": (77.28, 78.96, 80.01),
 }
 
 
 def scene_names() -> List[str]:
     """Built-in scenes, from balanced to most imbalanced, then the multi-camera rig."""
-    return ["balanced", "mild", "moderate", "street", "severe", "extreme", "rig", "foliage", "mixed"]
+    return ["balanced", "mild", "moderate", "street", "severe", "extreme", "rig", "foliage", "mixed", "veil", "fog"]
 
 
 def default_frames(name: str) -> int:

@@ -387,7 +387,7 @@ def main() -> None:
     parser.add_argument("--tag", default="new" if NEW_CORE else "baseline")
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--ladder", nargs="*", default=["balanced", "mild", "moderate", "street", "severe", "extreme",
-                                                         "rig", "foliage", "mixed"])
+                                                         "rig", "foliage", "mixed", "veil", "fog"])
     parser.add_argument("--real", nargs="*", default=["bonsai", "garden"])
     parser.add_argument("--fixed-grid", action="store_true")
     parser.add_argument("--rhos", nargs="+", type=float, default=[0.001, 0.005, 0.02, 0.05],

@@ -100,7 +100,7 @@ def summarize(csv_path: Path, windows_path: Path, graphs: bool = False) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--frames", nargs="*", default=["balanced", "moderate", "street", "extreme", "rig", "foliage",
-                                                         "mixed", "bonsai"])
+                                                         "mixed", "veil", "fog", "bonsai"])
     parser.add_argument("--summarize", nargs=2, type=Path, metavar=("NCU_CSV", "WINDOWS"))
     parser.add_argument("--graphs", action="store_true",
                         help="each call captured in a CUDA graph, for ncu --graph-profiling graph (co-executing kernels "

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gsplat_lpt.scenes import LADDER_IMBALANCE, check_resolution, make_scene, scene_names
-from gsplat_lpt.tools.analyze import frame_stats, frame_tile_counts
+from gsplat_lpt.tools.analyze import frame_stats, frame_tile_counts, heaviest_tile_depths
 
 SMALL = dict(width=480, height=270, scale=0.04)
 
@@ -89,3 +89,18 @@ def test_documented_imbalance_at_1080p(name):
     viewmats, Ks = scene.frame_cameras(0)
     counts = frame_tile_counts(scene.means, scene.quats, scene.scales, scene.opacities, viewmats, Ks, 1920, 1080)
     assert frame_stats(counts, concurrent_ctas=1056).imbalance == pytest.approx(LADDER_IMBALANCE[name][0], rel=0.02)
+
+
+@pytest.mark.parametrize("name, saturated, median, last", [
+    ("extreme", 0, 1.0, 1.0),        # faint haze: no pixel of the hottest tile saturates
+    ("foliage", 256, 0.001, 0.003),  # opaque far structure: all within the first few hundred of 171,595
+    ("veil", 256, 0.40, 0.74),       # semi-transparent haze: all saturate, late and each at its own depth
+    ("fog", 181, 0.42, 1.0),         # denser semi-transparent haze: late, and 75 pixels never
+])
+def test_the_hottest_tile_saturates_as_documented(name, saturated, median, last):
+    """What the module docstring says of each kind of heavy tile, from gsplat's per-pixel math on the CPU:
+    how many of the hottest tile's pixels saturate, and where (fractions of its list length)."""
+    (tile,) = heaviest_tile_depths(make_scene(name, frames=1))
+    assert tile.saturated == saturated
+    assert tile.stop_fraction(0.5) == pytest.approx(median, abs=0.01)
+    assert tile.stop_fraction(1.0) == pytest.approx(last, abs=0.01)
