@@ -135,14 +135,19 @@ def on_stream(stream, fn):
 def time_interleaved(variants, repeats, warmup=3, busy=False, samples=None):
     """Median ms per call of each variant, interleaved call by call. busy: the GPU is kept busy (a sleep
     kernel) while the call is enqueued, so that the time is the GPU's alone, without the host time the
-    GPU would otherwise wait through. samples: a dict that receives every call's time."""
+    GPU would otherwise wait through. samples: a dict that receives every call's time.
+    Each repeat starts one variant further along the list: with a fixed order, a call that followed a long
+    wait for the GPU paid for it (on the H200, auto right behind lpt took 36-111 us longer per call than
+    the same configuration, auto-nofloor, elsewhere in the order, on street, extreme and fog)."""
     for _ in range(warmup):
         for fn in variants.values():
             fn()
     torch.cuda.synchronize()
     times = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, fn in variants.items():
+    order = list(variants.items())
+    for repeat in range(repeats):
+        shift = repeat % len(order)
+        for name, fn in order[shift:] + order[:shift]:
             stream = getattr(fn, "stream", None) or torch.cuda.current_stream()
             inner = getattr(fn, "inner", fn)
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
