@@ -367,6 +367,9 @@ class Rasterizer:
         if self.two_pixels:  # K of the two-pixel kernel (its CTAs have half the threads)
             self.concurrent_ctas_two = self._concurrent_ctas(self.persistent_two, self.block // 2)
             self._persistent_two = self.persistent_two.kernel.ptr
+            # kept where it holds more tiles at once than the one-pixel kernel (not at 32 channels on an H200:
+            # 3 CTAs per SM each, and 0.88x gsplat's time on the bonsai orbit against 1.02x with one pixel)
+            self.two_pixels = self.concurrent_ctas_two > self.concurrent_ctas
         # compute capability 9.0+: the LPT kernel behind the chunk kernel on one stream, started once every chunk
         # CTA is resident (gsplat_lpt.dependent_launch); elsewhere it runs beside it on the side stream
         self.lpt_behind_chunks = None
@@ -575,8 +578,7 @@ def reset_rasterizers() -> None:
 
 
 def two_pixels_possible(variant: "variants.Variant", tile_size: int) -> bool:
-    """Whether a Rasterizer of this variant and tile size has the two-pixels-per-thread kernel: the variant
-    has it and the tile's rows pair up."""
+    """Whether a Rasterizer of this variant and tile size builds the two-pixel kernel (the tile's rows pair up)."""
     return variant.pixels_per_thread == 2 and tile_size % 2 == 0
 
 

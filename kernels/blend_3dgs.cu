@@ -111,6 +111,8 @@ struct Gaussian3DGS {
     static constexpr bool kHasCullBound = true;
     // The one-pixel kernels evaluate two Gaussians before blending them (lpt_core.cuh, blend_range).
     static constexpr bool kPairedEvaluation = true;
+    // Feature maps of up to 32 colour sums per thread: kernels built for 768 resident threads (WideResidentThreads).
+    static constexpr unsigned kWideResidentThreads = 768;
 
     template <unsigned CDIM>
     using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGS, CDIM>;

@@ -886,23 +886,45 @@ struct ResidentThreads<V, P, decltype((void)V::kResidentThreads)> {
     static constexpr unsigned value = P == 1 ? V::kResidentThreads : 1024;
 };
 
+// More than 4 channels (feature maps; colours are then read from global memory): threads per SM where the
+// traits struct declares `static constexpr unsigned kWideResidentThreads` and a thread's P * CDIM colour sums fit
+// in 32 registers, else 0 (no bound: the compiler takes the registers it wants). Unbounded, the 3DGS kernels took
+// 100 registers at 32 channels (two CTAs of 256 threads per SM) and ran at 0.89x gsplat's time on the bonsai
+// orbit; built for 768 threads (at most 85 registers) 1.02x, and the two-pixel kernel at 8 and 16 channels 1.28x
+// and 1.12x instead of 1.18x and 1.06x (one NVIDIA H200). Beyond 32 sums the bound spilled (0.48x at 64).
+template <class V, unsigned CDIM, unsigned P, class = void>
+struct WideResidentThreads {
+    static constexpr unsigned value = 0;
+};
+template <class V, unsigned CDIM, unsigned P>
+struct WideResidentThreads<V, CDIM, P, decltype((void)V::kWideResidentThreads)> {
+    static constexpr unsigned value = P * CDIM <= 32 ? V::kWideResidentThreads : 0;
+};
+
+// The CTAs per SM a blending kernel of CTA size MAX_THREADS is built for (__launch_bounds__' minimum): 1 where
+// nothing bounds its registers.
+template <class V, unsigned CDIM, unsigned P, unsigned MAX_THREADS>
+struct ResidentCtas {
+    static constexpr unsigned threads = CDIM <= 4 ? ResidentThreads<V, P>::value : WideResidentThreads<V, CDIM, P>::value;
+    static constexpr unsigned value = threads >= MAX_THREADS ? threads / MAX_THREADS : 1;
+};
+
 }  // namespace lpt
 
 // The two blending kernels of one variant for one channel count, CTA size and pixels per thread, as
 // extern "C" symbols (lpt_persistent_blend_<SUFFIX>_<CDIM>_<MAX_THREADS>_<PIXELS>, depth_chunk_blend_...):
 // the runtime appends one line LPT_EXPORT_KERNELS(...) per instantiation it needs, which works for NVRTC
-// and nvcc alike. MAX_THREADS bounds the registers so that ResidentThreads / MAX_THREADS CTAs fit on an SM
-// for up to 4 channels.
+// and nvcc alike. MAX_THREADS bounds the registers so that ResidentCtas CTAs fit on an SM.
 #define LPT_EXPORT_KERNELS(SUFFIX, VARIANT, CDIM, MAX_THREADS, PIXELS)                                        \
     extern "C" __global__ void __launch_bounds__(                                                             \
-        MAX_THREADS, (CDIM) <= 4 ? lpt::ResidentThreads<VARIANT, PIXELS>::value / (MAX_THREADS) : 1)          \
+        MAX_THREADS, (lpt::ResidentCtas<VARIANT, CDIM, PIXELS, MAX_THREADS>::value))                         \
         lpt_persistent_blend_##SUFFIX##_##CDIM##_##MAX_THREADS##_##PIXELS(                                    \
             const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
         lpt::lpt_persistent_blend<VARIANT, CDIM, PIXELS>(frame, params, outputs);                             \
         lpt::wait_for_preceding_grids();                                                                      \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(                                                             \
-        MAX_THREADS, (CDIM) <= 4 ? lpt::ResidentThreads<VARIANT, PIXELS>::value / (MAX_THREADS) : 1)          \
+        MAX_THREADS, (lpt::ResidentCtas<VARIANT, CDIM, PIXELS, MAX_THREADS>::value))                         \
         depth_chunk_blend_##SUFFIX##_##CDIM##_##MAX_THREADS##_##PIXELS(                                       \
             const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
         lpt::depth_chunk_blend<VARIANT, CDIM, PIXELS>(frame, params, outputs);                                \

@@ -1,0 +1,101 @@
+"""Frames unlike the ladder's, timed against gsplat's blend in one process: other channel counts (depth, RGB+depth,
+feature maps of 8-64 channels), many small images in one batch, and one low-resolution image. For each: the
+GPU time of gsplat's `rasterize_to_pixels`, of `lpt` and of `auto` (the host hidden behind a sleep kernel), the
+whole call, and whether `lpt` is bit for bit gsplat's.
+
+    python3 tests/device/bench_shapes.py [--repeats 11] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_core import bonsai_gaussians, ladder_frames, on_stream, project, time_interleaved  # noqa: E402
+
+import gsplat_lpt  # noqa: E402
+from gsplat_lpt import LPTConfig  # noqa: E402
+
+
+def with_channels(frame, channels: int, seed: int = 0):
+    """The frame with `channels` random colour channels per Gaussian (same geometry and lists)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    colors = torch.rand(*frame["colors"].shape[:-1], channels, generator=g, device="cuda")
+    return {**frame, "colors": colors}
+
+
+def frames():
+    bonsai = project(*bonsai_gaussians(4, 1920, 1080))
+    for channels in (1, 4, 8, 16, 32, 64):
+        yield f"bonsai 4x1080p, {channels} ch", with_channels(bonsai, channels)
+    _, balanced = next(ladder_frames(["balanced"]))
+    for channels in (1, 16):
+        yield f"balanced 1080p, {channels} ch", with_channels(balanced, channels)
+    _, street = next(ladder_frames(["street"]))
+    yield "street 1080p, 16 ch", with_channels(street, 16)
+    means, quats, scales, opacities, colors, *_ = bonsai_gaussians(1, 1920, 1080)
+    _, _, _, _, _, viewmats, Ks, width, height = bonsai_gaussians(16, 480, 270)
+    yield "bonsai 16x480x270", project(means, quats, scales, opacities, colors, viewmats, Ks, width, height)
+    _, _, _, _, _, viewmats, Ks, width, height = bonsai_gaussians(1, 320, 240)
+    yield "bonsai 1x320x240", project(means, quats, scales, opacities, colors, viewmats, Ks, width, height)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
+    parser.add_argument("--only", default="", help="only the frames whose name contains this")
+    parser.add_argument("--tag", default="", help="suffix of the result file")
+    args = parser.parse_args()
+    from gsplat_lpt.hook import original
+
+    gsplat_blend = original("rasterize_to_pixels")
+    rows = []
+    for name, frame in frames():
+        if args.only not in name:
+            continue
+        calls = {"gsplat": lambda f=frame: gsplat_blend(**f)}
+        configs = {"lpt": LPTConfig(mode="lpt"), "auto": LPTConfig(mode="auto"),
+                   "lpt-1px": LPTConfig(mode="lpt", pixels_per_thread=1), "lpt-2px": LPTConfig(mode="lpt", pixels_per_thread=2)}
+        for label, config in configs.items():  # each on its own stream, hence its own workspace (as in bench_core)
+            calls[label] = on_stream(torch.cuda.Stream(), lambda f=frame, c=config, **kw:
+                                     gsplat_lpt.rasterize_to_pixels(**f, config=c, **kw))
+        torch.cuda.synchronize()  # the frame's tensors are ready for every stream
+        for fn in calls.values():  # (auto: the first calls size its buffers and learn the stop depths)
+            fn()
+        gpu = time_interleaved(calls, args.repeats, busy=True)
+        whole = time_interleaved(calls, args.repeats)
+        reference, reference_alphas = gsplat_blend(**frame)
+        with torch.cuda.stream(calls["lpt"].stream):
+            ours, ours_alphas, stats = calls["lpt"].inner(return_stats=True)
+            pixels = stats["pixels_per_thread"]
+        auto_colors, _ = calls["auto"]()
+        torch.cuda.synchronize()
+        exact = torch.equal(reference, ours) and torch.equal(reference_alphas, ours_alphas)
+        auto_error = float((auto_colors - reference).abs().max())
+        row = {"frame": name, "n_isects": frame["flatten_ids"].numel(), "gpu_ms": gpu, "whole_ms": whole,
+               "lpt_bitwise": exact, "auto_max_abs_error": auto_error,
+               "lpt_pixels_per_thread": pixels}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"bench_shapes{args.tag}.json").write_text(json.dumps(rows, indent=1))
+    print(f"\n{'frame':<26} {'gsplat ms':>9} {'lpt x':>6} {'(px)':>4} {'auto x':>6} {'1px x':>6} {'2px x':>6} "
+          f"{'whole: lpt x':>12} {'auto x':>6} {'lpt exact':>9} {'auto err':>9}")
+    for r in rows:
+        g, w = r["gpu_ms"], r["whole_ms"]
+        print(f"{r['frame']:<26} {g['gsplat']:>9.3f} {g['gsplat'] / g['lpt']:>6.2f} {r['lpt_pixels_per_thread']:>4} "
+              f"{g['gsplat'] / g['auto']:>6.2f} {g['gsplat'] / g['lpt-1px']:>6.2f} {g['gsplat'] / g['lpt-2px']:>6.2f} "
+              f"{w['gsplat'] / w['lpt']:>12.2f} {w['gsplat'] / w['auto']:>6.2f} {str(r['lpt_bitwise']):>9} "
+              f"{r['auto_max_abs_error']:>9.1e}")
+
+
+if __name__ == "__main__":
+    main()
