@@ -113,6 +113,7 @@ struct Gaussian3DGS {
     static constexpr bool kPairedEvaluation = true;
     // Feature maps of up to 32 colour sums per thread: kernels built for 768 resident threads (WideResidentThreads).
     static constexpr unsigned kWideResidentThreads = 768;
+    static constexpr unsigned kWideMaxSums = 32;
 
     template <unsigned CDIM>
     using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGS, CDIM>;

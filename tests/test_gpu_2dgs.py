@@ -106,6 +106,7 @@ CASES = [
     ("heavy-tile", 3000, 1, 200, 120, 16, 4, 20000),
     ("heavy-multicam", 3000, 3, 200, 120, 16, 4, 8000),
     ("heavy-opaque", 3000, 1, 200, 120, 16, 4, -20000),  # negative cluster: opaque stack, saturates early
+    ("channels-64", 1500, 1, 96, 64, 16, 64, 0),  # (kernels built for 512 resident threads above 32 channels)
 ]
 
 
@@ -166,6 +167,21 @@ def test_chunked_modes(seed, config):
         assert psnr(ours["render_distort"] / depth_peak, ref["render_distort"] / depth_peak) >= 76.0, attempt
         assert torch.equal(ours["render_median"], ref["render_median"]), attempt
         assert torch.equal(ours["median_ids"], ref["median_ids"]), attempt
+
+
+@pytest.mark.parametrize("channels", [32, 64])
+def test_wide_channels_chunked(channels):
+    """Feature maps in the chunk kernel (its registers bounded above 4 channels): a heavy tile chunked 8 ways,
+    colours and alphas >= 76 dB, median depth and median_ids exact."""
+    frame = case_frame(("heavy-wide", 3000, 1, 200, 120, 16, channels, 20000))
+    ref = gsplat_forward(frame)
+    for _ in range(2):  # the second frame with the first one's stop depths
+        ours, plan = ours_forward(frame, LPTConfig(mode="fixed", heavy_ratio=0.05, chunk_count=8))
+        assert plan.report()["chunked_tiles"] > 0
+        assert psnr(ours["render_colors"][..., :-1], ref["render_colors"][..., :-1]) >= 76.0
+        assert psnr(ours["render_alphas"], ref["render_alphas"]) >= 76.0
+        assert torch.equal(ours["render_median"], ref["render_median"])
+        assert torch.equal(ours["median_ids"], ref["median_ids"])
 
 
 def test_rewalk_finds_medians_past_chunk_zero():

@@ -14,6 +14,7 @@ bound drops, besides the speedups and the PSNR (RGB) of each mode against gsplat
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -69,6 +70,14 @@ def culled_share(frame) -> float:
     return dropped / (8 * n)
 
 
+def with_channels(frame, channels: int, seed: int = 0):
+    """The frame with `channels` colour channels per Gaussian: random features, then the frame's depth channel
+    (same geometry and lists): feature maps rendered with the depth, as RGB+D renders colours."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    features = torch.rand(*frame.colors.shape[:-1], channels - 1, generator=g, device="cuda")
+    return dataclasses.replace(frame, colors=torch.cat([features, frame.colors[..., -1:]], -1).contiguous())
+
+
 def measure(name, frame, repeats):
     configs = {"lpt": ("lpt", LPTConfig(mode="lpt")), "lpt-nocull": ("lpt", LPTConfig(mode="lpt", cull=False)),
                "auto": ("auto", LPTConfig(mode="auto"))}
@@ -94,15 +103,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--ladder", nargs="*", default=["balanced", "moderate", "severe", "extreme"])
     parser.add_argument("--real", nargs="*", default=["bonsai"])
+    parser.add_argument("--channels", nargs="*", type=int, default=[],
+                        help="instead, each frame with this many channels: random features, then the depth")
+    parser.add_argument("--tag", default="", help="suffix of the result file")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     frames = list(ladder_frames(args.ladder)) + [bonsai_frame() for name in args.real if name == "bonsai"]
+    if args.channels:
+        frames = [(f"{name}, {channels} ch", with_channels(frame, channels))
+                  for name, frame in frames for channels in args.channels]
     rows = []
     for name, frame in frames:
         row = measure(name, frame, args.repeats)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    (args.out / "bench_2dgs.json").write_text(json.dumps(rows, indent=1))
+    (args.out / f"bench_2dgs{args.tag}.json").write_text(json.dumps(rows, indent=1))
     print(f"\n[2dgs] {'frame':<24} {'imbal':>6} {'vanilla':>8} {'lpt':>7} {'nocull':>7} {'auto':>7} {'(h,k)':>9} "
           f"{'lpt x':>6} {'auto x':>6} {'psnr':>6} {'median':>7} {'cull':>5}")
     for r in rows:
