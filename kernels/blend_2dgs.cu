@@ -183,12 +183,12 @@ struct Surfel2DGS {
     // around the persistent loop: capped at 40 (1536 threads) or 48 (1280) it spills 60 to 130 bytes per
     // thread with 3 or 4 channels (ptxas -v, sm_90); at 64 (1024 threads: 4 CTAs of 256) it spills nothing.
     static constexpr unsigned kResidentThreads = 1024;
-    // Feature maps (WideResidentThreads; 2DGS pads 9-64 channels to 16, 32 or 64): built for 512 resident threads,
-    // at most 128 registers. Unbounded, the 64-channel kernels took 180 and 204 (one CTA of 256 threads per SM)
-    // and ran at 0.96x gsplat's time on the bonsai orbit; at 128 they spill nothing (ptxas -v, sm_90), while at
-    // 85 (768 threads) they spill 400-1100 bytes. At 16 and 32 channels the compiler stays below 128 anyway.
-    static constexpr unsigned kWideResidentThreads = 512;
-    static constexpr unsigned kWideMaxSums = 64;
+    // Feature maps (lpt_core.cuh, WideResidentThreads; 2DGS pads 9-64 channels to 16, 32 or 64): built for 512
+    // resident threads, at most 128 registers. Unbounded, the 64-channel kernels took 180 and 204 (one CTA of 256
+    // threads per SM) and ran at 0.96x gsplat's time on the bonsai orbit; at 128 they spill nothing (ptxas -v,
+    // sm_90), while at 85 (768 threads) they spill 400-1100 bytes. At 16 and 32 channels the compiler stays
+    // below 128 anyway.
+    static constexpr unsigned wide_resident_threads(unsigned channels, unsigned) { return channels <= 64 ? 512 : 0; }
 
     // Colours (the last channel is depth, as gsplat reads it), normals, distortion, median depth and id.
     //

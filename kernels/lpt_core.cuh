@@ -886,20 +886,17 @@ struct ResidentThreads<V, P, decltype((void)V::kResidentThreads)> {
     static constexpr unsigned value = P == 1 ? V::kResidentThreads : 1024;
 };
 
-// More than 4 channels (feature maps; colours are then read from global memory): threads per SM where the
-// traits struct declares `static constexpr unsigned kWideResidentThreads` and `kWideMaxSums`, and a thread's
-// P * CDIM colour sums are at most kWideMaxSums, else 0 (no bound: the compiler takes the registers it wants).
-// 3DGS (768 threads up to 32 sums): unbounded, its kernels took 100 registers at 32 channels (two CTAs of 256
-// threads per SM) and ran at 0.88-0.89x gsplat's time on the bonsai orbit; built for 768 threads (at most 85
-// registers) 1.02x, and the two-pixel kernel at 8 and 16 channels 1.28x and 1.12x instead of 1.18x and 1.06x
-// (one NVIDIA H200). Beyond 32 sums that bound spilled (0.48x at 64). 2DGS: blend_2dgs.cu.
+// More than 4 channels (feature maps; colours are then read from global memory): the threads per SM a kernel
+// of CDIM channels and P pixels per thread is built for, where the traits struct declares
+// `static constexpr unsigned wide_resident_threads(unsigned channels, unsigned pixels)` (0: no bound, the
+// compiler takes the registers it wants), else 0. 3DGS: blend_3dgs.cu; 2DGS: blend_2dgs.cu.
 template <class V, unsigned CDIM, unsigned P, class = void>
 struct WideResidentThreads {
     static constexpr unsigned value = 0;
 };
 template <class V, unsigned CDIM, unsigned P>
-struct WideResidentThreads<V, CDIM, P, decltype((void)V::kWideResidentThreads)> {
-    static constexpr unsigned value = P * CDIM <= V::kWideMaxSums ? V::kWideResidentThreads : 0;
+struct WideResidentThreads<V, CDIM, P, decltype((void)V::wide_resident_threads(0u, 0u))> {
+    static constexpr unsigned value = V::wide_resident_threads(CDIM, P);
 };
 
 // The CTAs per SM a blending kernel of CTA size MAX_THREADS is built for (__launch_bounds__' minimum): 1 where

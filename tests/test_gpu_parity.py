@@ -113,12 +113,14 @@ CASES = [
     ("heavy-tile", 3000, 1, 200, 120, 16, 3, 20000),
     ("heavy-multicam", 3000, 3, 200, 120, 16, 4, 8000),
     ("heavy-opaque", 3000, 1, 200, 120, 16, 3, -20000),  # negative cluster: opaque stack, saturates early
+    ("channels-64", 1500, 1, 96, 64, 16, 64, 0),
+    ("heavy-channels-32", 3000, 1, 200, 120, 16, 32, 20000),  # (two pixels per thread at 32 channels)
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("with_background", [False, True])
-@pytest.mark.parametrize("pixels_per_thread", [0, 1], ids=["default-pixels", "one-pixel"])
+@pytest.mark.parametrize("pixels_per_thread", [0, 1, 2], ids=["default-pixels", "one-pixel", "two-pixel"])
 def test_lpt_matches_gsplat_exactly(case, with_background, pixels_per_thread):
     name, n, C, W, H, tile_size, channels, cluster = case
     gaussians = random_gaussians(n, seed=len(name) + 7 * C, cluster=cluster)
