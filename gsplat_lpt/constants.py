@@ -92,6 +92,10 @@ DEPTH_MARGIN = 1.25
 # fraction of the frame's mean work per CTA, N_total / K (a balanced frame: item latency cannot decide it).
 # The host reads that back from the last finished frame and launches the one persistent kernel it asks for.
 TWO_PIXEL_MAX_IMBALANCE = 0.5
+# ... and only up to this many channels: a thread then keeps twice the colour sums, and with more it spills
+# (one NVIDIA H200, bonsai orbit, x gsplat's blend, two pixels / one: 128 channels 0.93x / 1.53x, 256 channels
+# 0.60x / 1.00x; at 32 and 64 channels the one-pixel kernel was as fast or faster, 1.02x / 1.02x, 1.11x / 1.33x).
+TWO_PIXEL_MAX_CHANNELS = 16
 
 # Warp shapes (LPTConfig.warp_shape): where nothing is chunked and the longest item exceeds this multiple of
 # the frame's mean work per CTA, the frame lasts as long as that item, and the persistent kernel gives its

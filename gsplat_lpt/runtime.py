@@ -331,10 +331,10 @@ class Rasterizer:
         self.block = self.pixels  # threads per CTA with one pixel per thread
         self.device = torch.device("cuda", device_index)
         self.max_threads = 1 << max(5, (self.block - 1).bit_length())
-        # two pixels per thread where the variant has them and the tile's rows pair up: a second persistent
-        # kernel of half the threads, launched instead of the first where the last finished frame's plan
-        # asked for it (constants.TWO_PIXEL_MAX_IMBALANCE)
-        self.two_pixels = two_pixels_possible(variant, tile_size)
+        # two pixels per thread where the variant has them, the tile's rows pair up and the channels are few: a
+        # second persistent kernel of half the threads, launched instead of the first where the last finished
+        # frame's plan asked for it (constants.TWO_PIXEL_MAX_IMBALANCE, TWO_PIXEL_MAX_CHANNELS)
+        self.two_pixels = two_pixels_possible(variant, tile_size, channels)
         names = variant.kernel_names(channels, self.max_threads)
         exports = variant.export_line(channels, self.max_threads)
         if self.two_pixels:
@@ -367,8 +367,8 @@ class Rasterizer:
         if self.two_pixels:  # K of the two-pixel kernel (its CTAs have half the threads)
             self.concurrent_ctas_two = self._concurrent_ctas(self.persistent_two, self.block // 2)
             self._persistent_two = self.persistent_two.kernel.ptr
-            # kept where it holds more tiles at once than the one-pixel kernel (not at 32 channels on an H200:
-            # 3 CTAs per SM each, and 0.88x gsplat's time on the bonsai orbit against 1.02x with one pixel)
+            # kept where it holds more tiles at once than the one-pixel kernel (on an H200, at every channel
+            # count it is built for; with equal counts it was the slower one at 32 channels, 0.88x against 1.02x)
             self.two_pixels = self.concurrent_ctas_two > self.concurrent_ctas
         # compute capability 9.0+: the LPT kernel behind the chunk kernel on one stream, started once every chunk
         # CTA is resident (gsplat_lpt.dependent_launch); elsewhere it runs beside it on the side stream
@@ -577,9 +577,9 @@ def reset_rasterizers() -> None:
         _rasterizers.clear()
 
 
-def two_pixels_possible(variant: "variants.Variant", tile_size: int) -> bool:
-    """Whether a Rasterizer of this variant and tile size builds the two-pixel kernel (the tile's rows pair up)."""
-    return variant.pixels_per_thread == 2 and tile_size % 2 == 0
+def two_pixels_possible(variant: "variants.Variant", tile_size: int, channels: int = 3) -> bool:
+    """Whether a Rasterizer of this variant, tile size and (padded) channel count builds the two-pixel kernel."""
+    return variant.pixels_per_thread == 2 and tile_size % 2 == 0 and channels <= constants.TWO_PIXEL_MAX_CHANNELS
 
 
 def rasterizer_for(variant: "variants.Variant", channels: int, tile_size: int, device: torch.device) -> Rasterizer:

@@ -188,7 +188,9 @@ struct Surfel2DGS {
     // threads per SM) and ran at 0.96x gsplat's time on the bonsai orbit; at 128 they spill nothing (ptxas -v,
     // sm_90), while at 85 (768 threads) they spill 400-1100 bytes. At 16 and 32 channels the compiler stays
     // below 128 anyway.
-    static constexpr unsigned wide_resident_threads(unsigned channels, unsigned) { return channels <= 64 ? 512 : 0; }
+    __host__ __device__ static constexpr unsigned wide_resident_threads(unsigned channels, unsigned) {
+        return channels <= 64 ? 512 : 0;
+    }
 
     // Colours (the last channel is depth, as gsplat reads it), normals, distortion, median depth and id.
     //

@@ -119,7 +119,7 @@ struct Gaussian3DGS {
     // pixel: 184 registers unbounded (the two-pixel kernel ran instead, 1.11x), 128 at 512 threads with no spill,
     // 1.33x; at 85 they spill (0.48x). The two-pixel kernel of 32 channels at 512 threads (127 registers, four
     // CTAs of 128) was slower than the one-pixel one (0.97x against 1.02x), so it stays unbounded.
-    static constexpr unsigned wide_resident_threads(unsigned channels, unsigned pixels) {
+    __host__ __device__ static constexpr unsigned wide_resident_threads(unsigned channels, unsigned pixels) {
         return pixels * channels <= 32 ? 768 : pixels == 1 && channels <= 64 ? 512 : 0;
     }
 

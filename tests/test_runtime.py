@@ -56,12 +56,14 @@ def test_variant_records_are_complete():
         assert f"sizeof({variant.traits}::Staged) == {variant.staged_bytes}" in variant.extra_checks()
 
 
-def test_two_pixels_per_thread_only_where_the_tile_rows_pair_up():
+def test_two_pixels_per_thread_only_where_the_tile_rows_pair_up_and_channels_are_few():
     variant = VARIANTS["rasterize_to_pixels"]
     assert variant.pixels_per_thread == 2
     assert runtime.two_pixels_possible(variant, 16) and runtime.two_pixels_possible(variant, 8)
     assert not runtime.two_pixels_possible(variant, 15)
     assert not runtime.two_pixels_possible(VARIANTS["rasterize_to_pixels_2dgs"], 16)
+    # and only for few channels (a thread keeps twice the colour sums)
+    assert runtime.two_pixels_possible(variant, 16, 16) and not runtime.two_pixels_possible(variant, 16, 32)
 
 
 def test_blend_shared_bytes_formula():

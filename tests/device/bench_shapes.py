@@ -31,9 +31,9 @@ def with_channels(frame, channels: int, seed: int = 0):
     return {**frame, "colors": colors}
 
 
-def frames():
+def frames(channel_counts=(1, 4, 8, 16, 32, 64)):
     bonsai = project(*bonsai_gaussians(4, 1920, 1080))
-    for channels in (1, 4, 8, 16, 32, 64):
+    for channels in channel_counts:
         yield f"bonsai 4x1080p, {channels} ch", with_channels(bonsai, channels)
     _, balanced = next(ladder_frames(["balanced"]))
     for channels in (1, 16):
@@ -53,12 +53,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     parser.add_argument("--only", default="", help="only the frames whose name contains this")
     parser.add_argument("--tag", default="", help="suffix of the result file")
+    parser.add_argument("--channels", nargs="+", type=int, default=[1, 4, 8, 16, 32, 64],
+                        help="colour channels of the bonsai orbit frames")
     args = parser.parse_args()
     from gsplat_lpt.hook import original
 
     gsplat_blend = original("rasterize_to_pixels")
     rows = []
-    for name, frame in frames():
+    for name, frame in frames(args.channels):
         if args.only not in name:
             continue
         calls = {"gsplat": lambda f=frame: gsplat_blend(**f)}
