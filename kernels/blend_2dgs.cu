@@ -186,8 +186,8 @@ struct Surfel2DGS {
     // Feature maps (lpt_core.cuh, WideResidentThreads; 2DGS pads 9-64 channels to 16, 32 or 64): built for 512
     // resident threads, at most 128 registers. Unbounded, the 64-channel kernels took 180 and 204 (one CTA of 256
     // threads per SM) and ran at 0.96x gsplat's time on the bonsai orbit; at 128 they spill nothing (ptxas -v,
-    // sm_90), while at 85 (768 threads) they spill 400-1100 bytes. At 16 and 32 channels the compiler stays
-    // below 128 anyway.
+    // sm_90), while at 85 (768 threads) they spill 400-1100 bytes. At 16 channels the compiler stays below 128
+    // anyway; at 32 the chunk kernel goes from 140 to 128 (two CTAs per SM instead of one).
     __host__ __device__ static constexpr unsigned wide_resident_threads(unsigned channels, unsigned) {
         return channels <= 64 ? 512 : 0;
     }
