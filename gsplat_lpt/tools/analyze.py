@@ -49,6 +49,7 @@ class ScreenGaussians:
     means2d: Tensor  # [I, N, 2] float32
     radii: Tensor  # [I, N, 2] int32, 0 where culled
     depths: Tensor  # [I, N] float32
+    conics: Optional[Tensor] = None  # [I, N, 3] float32 (inverse of the blurred 2D covariance), when asked for
 
 
 @torch.no_grad()
@@ -66,8 +67,10 @@ def project_gaussians(
     eps2d: float = 0.3,
     batch_size: int = 1 << 20,
     covars: Optional[Tensor] = None,  # [N, 3, 3] world covariances, when already computed (see world_covariances)
+    with_conics: bool = False,
 ) -> ScreenGaussians:
-    """Pinhole projection as gsplat 1.5.3's `fully_fused_projection(..., opacities=...)` computes it."""
+    """Pinhole projection as gsplat 1.5.3's `fully_fused_projection(..., opacities=...)` computes it (with the
+    conics the blending reads when `with_conics`)."""
     from gsplat.cuda._torch_impl import _persp_proj, _world_to_cam
 
     means = means.float().cpu()
@@ -79,6 +82,7 @@ def project_gaussians(
     means2d = torch.zeros(num_images, num_gaussians, 2)
     radii = torch.zeros(num_images, num_gaussians, 2, dtype=torch.int32)
     depths = torch.zeros(num_images, num_gaussians)
+    conics = torch.zeros(num_images, num_gaussians, 3) if with_conics else None
     # Batches over N bound the [I, B, 3, 3] temporaries for multi-million-Gaussian scenes.
     for start in range(0, num_gaussians, batch_size):
         stop = min(start + batch_size, num_gaussians)
@@ -110,7 +114,9 @@ def project_gaussians(
         means2d[:, start:stop] = batch_means2d
         radii[:, start:stop] = batch_radii.int()
         depths[:, start:stop] = batch_depths
-    return ScreenGaussians(means2d, radii, depths)
+        if conics is not None:
+            conics[:, start:stop] = torch.stack([var_y, -covars2d[..., 0, 1], var_x], dim=-1) / det_blur[..., None]
+    return ScreenGaussians(means2d, radii, depths, conics)
 
 
 @torch.no_grad()
@@ -438,14 +444,11 @@ def heaviest_tile_depths(scene, frame: int = 0, tiles: int = 1, tile_size: int =
     """The `tiles` longest tile lists of one scene frame (over its cameras) and every pixel's stop depth there,
     with gsplat's per-pixel blending math on the CPU: how much of a heavy tile's list the blending kernel
     really walks (list length overstates that where the pixels saturate early)."""
-    from gsplat.cuda._torch_impl import _persp_proj, _world_to_cam
-
     from ..reference import stop_positions
 
     viewmats, Ks = scene.frame_cameras(frame)
-    covars = world_covariances(scene.quats, scene.scales)
     screen = project_gaussians(scene.means, scene.quats, scene.scales, scene.opacities, viewmats, Ks, scene.width,
-                               scene.height, eps2d=eps2d, covars=covars)
+                               scene.height, eps2d=eps2d, with_conics=True)
     tile_width, tile_height = tile_grid(scene.width, scene.height, tile_size)
     counts = count_tile_intersections(screen.means2d, screen.radii, tile_size, tile_width, tile_height)
     results = []
@@ -457,17 +460,12 @@ def heaviest_tile_depths(scene, frame: int = 0, tiles: int = 1, tile_size: int =
                   & (tile_max[:, 1] > tile_y))
         ids = torch.nonzero(listed).squeeze(1)
         ids = ids[torch.argsort(screen.depths[image, ids], stable=True)]  # isect_tiles' order: depth, then index
-        means_c, covars_c = _world_to_cam(scene.means[ids].float().cpu(), covars[ids],
-                                          viewmats[image:image + 1].float().cpu())
-        means2d, covars2d = _persp_proj(means_c, covars_c, Ks[image:image + 1].float().cpu(), scene.width, scene.height)
-        a, b, c = covars2d[0, :, 0, 0] + eps2d, covars2d[0, :, 0, 1], covars2d[0, :, 1, 1] + eps2d
-        det = a * c - b * b
-        conics = torch.stack([c / det, -b / det, a / det], dim=-1)
         local = torch.arange(tile_size * tile_size)
         px = (tile_x * tile_size + local % tile_size).float() + 0.5
         py = (tile_y * tile_size + local // tile_size).float() + 0.5
         positions = torch.arange(ids.numel())
-        stops = stop_positions(means2d[0], conics, scene.opacities[ids].float().cpu(), positions, px, py)
+        stops = stop_positions(screen.means2d[image, ids], screen.conics[image, ids], scene.opacities[ids].float().cpu(),
+                               positions, px, py)
         results.append(TileDepths(image, tile_x, tile_y, ids.numel(), stops))
     return results
 
