@@ -71,13 +71,16 @@ def test_projection_matches_gsplat_torch_projection_without_opacities():
 
     scene = make_scene("moderate", width=320, height=180, scale=0.01, frames=1)
     viewmats, Ks = scene.frame_cameras(0)
-    ours = project_gaussians(scene.means, scene.quats, scene.scales, None, viewmats, Ks, scene.width, scene.height)
+    ours = project_gaussians(scene.means, scene.quats, scene.scales, None, viewmats, Ks, scene.width, scene.height,
+                             with_conics=True)
     covars, _ = _quat_scale_to_covar_preci(scene.quats, scene.scales, compute_preci=False)
-    radii, means2d, depths, _, _ = _fully_fused_projection(scene.means, covars, viewmats, Ks, scene.width, scene.height)
+    radii, means2d, depths, conics, _ = _fully_fused_projection(scene.means, covars, viewmats, Ks, scene.width,
+                                                                scene.height)
     visible = (radii > 0).all(-1)
     assert visible.sum() > 100
     assert torch.equal(ours.radii[visible], radii[visible])
     assert torch.allclose(ours.means2d[visible], means2d[visible])
+    assert torch.allclose(ours.conics[visible], conics[visible], rtol=1e-5, atol=1e-7)
     assert ((ours.radii > 0).all(-1) == visible).float().mean() > 0.999
 
 
