@@ -112,15 +112,15 @@ struct Gaussian3DGS {
     // The one-pixel kernels evaluate two Gaussians before blending them (lpt_core.cuh, blend_range).
     static constexpr bool kPairedEvaluation = true;
     // Feature maps (lpt_core.cuh, WideResidentThreads): up to 32 colour sums per thread, kernels built for 768
-    // resident threads (at most 85 registers); the one-pixel kernel of 33-64 channels for 512 (128); the rest
-    // unbounded. One NVIDIA H200, GPU time x gsplat's blend on the bonsai orbit: unbounded, 32 sums took 100
-    // registers in the one-pixel kernel (two CTAs of 256 threads per SM), 0.88-0.89x, and 1.02x at 768 threads;
-    // the two-pixel kernel at 8 and 16 channels 1.28x and 1.12x instead of 1.18x and 1.06x. 64 channels, one
-    // pixel: 184 registers unbounded (the two-pixel kernel ran instead, 1.11x), 128 at 512 threads with no spill,
-    // 1.33x; at 85 they spill (0.48x). The two-pixel kernel of 32 channels at 512 threads (127 registers, four
-    // CTAs of 128) was slower than the one-pixel one (0.97x against 1.02x), so it stays unbounded.
+    // resident threads (at most 85 registers); 33-64 channels for 512 (128); the rest unbounded. (The two-pixel
+    // kernel exists up to 16 channels, constants.TWO_PIXEL_MAX_CHANNELS, so it always has the first bound.) One
+    // NVIDIA H200, GPU time x gsplat's blend on the bonsai orbit: unbounded, 32 sums took 100 registers in the
+    // one-pixel kernel (two CTAs of 256 threads per SM), 0.88-0.89x, and 1.02x at 768 threads; the two-pixel
+    // kernel at 8 and 16 channels 1.28x and 1.12x instead of 1.18x and 1.06x. 64 channels: 184 registers
+    // unbounded (the two-pixel kernel ran instead, 1.11x), 128 at 512 threads with no spill, 1.33x; at 85 they
+    // spill (0.48x).
     __host__ __device__ static constexpr unsigned wide_resident_threads(unsigned channels, unsigned pixels) {
-        return pixels * channels <= 32 ? 768 : pixels == 1 && channels <= 64 ? 512 : 0;
+        return pixels * channels <= 32 ? 768 : channels <= 64 ? 512 : 0;
     }
 
     template <unsigned CDIM>
