@@ -184,6 +184,37 @@ def _plan_and_run(variant, inter, params, outputs, channels, device, config, chu
     return plan
 
 
+def render_slices(variant, inter: Intersections, slices: Sequence[Tuple[int, ctypes.Structure, ctypes.Structure]],
+                  device: torch.device, config: LPTConfig, chunking_allowed: bool, reason: Optional[str]) -> FramePlan:
+    """Plan and run one frame whose channels are blended a slice at a time: `slices` are (channels, params,
+    outputs) in channel order. One plan per slice width, on the cached Rasterizer of that width, runs every
+    slice of the width (a plan runs as often as asked, the same schedule each time). Returns the first
+    slice's plan."""
+    if device.index == _current_device():
+        return _plan_and_run_slices(variant, inter, slices, device, config, chunking_allowed, reason)
+    with torch.cuda.device(device):
+        return _plan_and_run_slices(variant, inter, slices, device, config, chunking_allowed, reason)
+
+
+def _plan_and_run_slices(variant, inter, slices, device, config, chunking_allowed, reason) -> FramePlan:
+    plans: Dict[int, FramePlan] = {}
+    for channels, params, outputs in slices:
+        plan = plans.get(channels)
+        if plan is None:
+            rasterizer = rasterizer_for(variant, channels, inter.tile_size, device)
+            plan = plans[channels] = rasterizer.plan(inter, config, chunking_allowed, reason)
+        plan.rasterizer.run(plan, params, outputs)
+    return plans[slices[0][0]]
+
+
+def channel_slices(channels: int, width: int) -> Tuple[Tuple[int, int], ...]:
+    """(first channel, channels) of each slice of `width` channels covering `channels`; the last one holds what is
+    left (e.g. 513 channels in slices of 64: eight of 64, then one of 1)."""
+    if channels <= 0 or width <= 0:
+        raise ValueError(f"channel_slices needs positive channels and width, got {channels} and {width}")
+    return tuple((first, min(width, channels - first)) for first in range(0, channels, width))
+
+
 class ScheduleReport(Mapping):
     """`meta["lpt"]`: a frame's schedule facts, read back from the device only when first looked at, so
     that a hooked `rasterization` call never waits for the GPU on its own."""

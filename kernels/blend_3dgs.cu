@@ -127,6 +127,23 @@ struct Gaussian3DGS {
     using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGS, CDIM>;
 };
 
+// A slice of the channels of a wide feature map: the same evaluation, colours read and written CDIM at a time
+// from rows of channel_stride floats (the pointers in Params are the slice's first channel). The runtime blends a
+// map of more than constants.CHANNEL_SLICE channels one slice after the other with one plan (alphas and last_ids
+// are written by every slice, the same values): the per-pixel sums stay in registers, where the unsliced
+// kernels of 128-512 channels keep them in local memory. Each channel's sum is gsplat's sequence of products
+// and additions on gsplat's T, so the slices add up to gsplat's image bit for bit.
+struct Gaussian3DGSChannelSlice : Gaussian3DGS {
+    // Host twin: gsplat_lpt.variants.gaussian3d.Params3DGSChannelSlice
+    struct Params : Gaussian3DGS::Params {
+        unsigned channel_stride;  // channels of the whole map: floats per row of colors, backgrounds, render_colors
+    };
+    static constexpr bool kChannelSlice = true;
+
+    template <unsigned CDIM>
+    using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGSChannelSlice, CDIM>;
+};
+
 static_assert(sizeof(Gaussian3DGS::Staged) == 32, "Gaussian3DGS::Staged: 32 bytes, two 16-byte loads");
 // The runtime appends LPT_EXPORT_KERNELS(3dgs, Gaussian3DGS, <channels>, <CTA size>) for what it launches.
 

@@ -218,10 +218,12 @@ struct ColorAccumulator {
 #pragma unroll
         for (unsigned k = 0; k < CDIM; ++k) color[k] += c_ptr[k] * vis;
     }
-    // Row g of a [rows, CDIM] colour array into one float4 (CDIM <= 4; the rest 0), once per batch.
-    static __device__ void stage_color_row(const float* __restrict__ colors, int g, float4& staged) {
+    // Row g of a [rows, row_floats] colour array (CDIM of its floats) into one float4 (CDIM <= 4; the rest 0),
+    // once per batch.
+    static __device__ void stage_color_row(const float* __restrict__ colors, int g, float4& staged,
+                                           long long row_floats = CDIM) {
         float c[4] = {0.f, 0.f, 0.f, 0.f};
-        const float* row = colors + (long long)g * CDIM;
+        const float* row = colors + (long long)g * row_floats;
 #pragma unroll
         for (unsigned k = 0; k < CDIM && k < 4; ++k) c[k] = row[k];
         staged = make_float4(c[0], c[1], c[2], c[3]);
@@ -244,18 +246,23 @@ struct ColorAccumulator {
 #pragma unroll
         for (unsigned k = 0; k < CDIM; ++k) color[k] = __int_as_float(0x7fc00000);
     }
-    // gsplat's final write: alpha = 1 - T, colour plus T times the background.
+    // gsplat's final write: alpha = 1 - T, colour plus T times the background. `row_floats`: the floats per
+    // pixel of render_colors and per image of backgrounds (more than CDIM where this is a slice of the channels).
     template <class Outputs>
     __device__ void write_color(const Outputs& out, const float* __restrict__ backgrounds, const PixelSlot& slot,
-                                float T, int last_index) const {
+                                float T, int last_index, long long row_floats = CDIM) const {
         out.render_alphas[slot.pixel] = 1.0f - T;
-        const float* background = backgrounds == nullptr ? nullptr : backgrounds + (long long)slot.image * CDIM;
+        const float* background = backgrounds == nullptr ? nullptr : backgrounds + (long long)slot.image * row_floats;
 #pragma unroll
         for (unsigned k = 0; k < CDIM; ++k)
-            out.render_colors[slot.pixel * CDIM + k] = background == nullptr ? color[k] : (color[k] + T * background[k]);
+            out.render_colors[slot.pixel * row_floats + k] = background == nullptr ? color[k] : (color[k] + T * background[k]);
         if (out.last_ids != nullptr) out.last_ids[slot.pixel] = last_index;  // only the backward needs them
     }
 };
+
+// Whether a variant blends a slice of the channels of a wider feature map: its kChannelSlice, false where it
+// declares none (then its Params has channel_stride).
+LPT_OPTIONAL_FLAG(SlicesChannels, kChannelSlice, false)
 
 // The accumulator of a variant that blends colours only: row g of Params::colors (CDIM floats), and gsplat's
 // colours, alphas and last_ids written through Outputs (3DGS, 3DGUT). Staged: the colour rows are staged with
@@ -264,20 +271,30 @@ struct ColorAccumulator {
 template <class V, unsigned CDIM, bool Staged = true>
 struct PlainColorAccumulator : ColorAccumulator<CDIM> {
     static constexpr bool kStagedColor = ColorAccumulator<CDIM>::kStagedColor && Staged;
+    // Floats per row of colors, backgrounds and render_colors: CDIM, or for a variant that blends a slice of a
+    // wider feature map (kChannelSlice) the map's channel count, Params::channel_stride (its pointers are the
+    // slice's first channel).
+    static __device__ long long row_floats(const typename V::Params& p) {
+        if constexpr (SlicesChannels<V>::value) {
+            return (long long)p.channel_stride;
+        } else {
+            return CDIM;
+        }
+    }
     static __device__ void stage_color(const typename V::Params& p, int g, float4& staged) {
-        ColorAccumulator<CDIM>::stage_color_row(p.colors, g, staged);
+        ColorAccumulator<CDIM>::stage_color_row(p.colors, g, staged, row_floats(p));
     }
     __device__ void add(const typename V::Params& p, const typename V::Staged&, const float4& staged_color, int g,
                         float vis, float, unsigned) {
         if constexpr (kStagedColor) {
             this->add_staged_color(staged_color, vis);
         } else {
-            this->add_color(p.colors + (long long)g * CDIM, vis);
+            this->add_color(p.colors + (long long)g * row_floats(p), vis);
         }
     }
     __device__ void write(const typename V::Params& p, const typename V::Outputs& out, const PixelSlot& slot, float T,
                           int last_index) const {
-        this->write_color(out, p.backgrounds, slot, T, last_index);
+        this->write_color(out, p.backgrounds, slot, T, last_index, row_floats(p));
     }
 };
 

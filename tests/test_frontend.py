@@ -178,3 +178,60 @@ def test_fast_path_accepts_only_what_the_full_validation_accepts(change, monkeyp
         rows, channels, _, offsets_shape = usual
         assert rows == args["means2d"].numel() // 2 and channels == args["colors"].shape[-1]
         assert offsets_shape == args["isect_offsets"].shape
+
+
+def test_channel_slices_cover_the_map_in_order():
+    from gsplat_lpt.frontend import channel_slices
+
+    assert channel_slices(64, 64) == ((0, 64),)
+    assert channel_slices(128, 64) == ((0, 64), (64, 64))
+    assert channel_slices(513, 64) == tuple((64 * i, 64) for i in range(8)) + ((512, 1),)
+    assert channel_slices(3, 64) == ((0, 3),)
+    with pytest.raises(ValueError, match="positive"):
+        channel_slices(0, 64)
+
+
+@pytest.mark.parametrize("channels, background", [(64, True), (129, False), (513, True)])
+def test_wide_feature_maps_are_blended_in_channel_slices(channels, background, monkeypatch):
+    """Above constants.CHANNEL_SLICE channels, Frame3DGS.render hands the slice kernels one (width, params,
+    outputs) per slice: colour, background and output pointers at the slice's first channel (4 bytes a channel),
+    the whole map's channel count as the row stride, the alphas and last_ids of the whole frame; 64 channels
+    and fewer take the unsliced kernels. (CPU tensors, the GPU launch replaced by a recorder.)"""
+    from gsplat_lpt import constants, frontend
+    from gsplat_lpt.variants import gaussian3d
+
+    monkeypatch.setattr(gaussian3d, "_FIRST_DEVICE_INDEX", -1)
+    calls = []
+    monkeypatch.setattr(frontend, "render_slices", lambda variant, inter, slices, *rest: calls.append(
+        ("slices", variant, slices)) or "plan")
+    monkeypatch.setattr(frontend, "render", lambda variant, inter, params, outputs, C, *rest: calls.append(
+        ("whole", variant, C)) or "plan")
+    args = {**frame(D=channels), "backgrounds": torch.zeros(1, channels) if background else None, "masks": None,
+            "packed": False}
+    keys = ("means2d", "conics", "colors", "opacities", "backgrounds", "masks", "image_width", "image_height",
+            "tile_size", "isect_offsets", "flatten_ids", "packed")
+    ours = gaussian3d.Frame3DGS(*[args[k] for k in keys])
+    colors, alphas, last_ids, plan = ours.render(LPTConfig(mode="lpt"))
+    assert plan == "plan" and colors.shape[-1] == channels and len(calls) == 1
+    if channels <= constants.CHANNEL_SLICE:
+        assert calls[0] == ("whole", gaussian3d.VARIANT, channels)
+        return
+    kind, variant, slices = calls[0]
+    assert kind == "slices" and variant is gaussian3d.CHANNEL_SLICE_VARIANT
+    assert [width for width, _, _ in slices] == [w for _, w in frontend.channel_slices(channels, 64)]
+    for (first, _), (_, params, outputs) in zip(frontend.channel_slices(channels, 64), slices):
+        assert isinstance(params, gaussian3d.Params3DGSChannelSlice) and params.channel_stride == channels
+        assert params.colors == ours.colors.data_ptr() + 4 * first
+        assert params.backgrounds == (ours.backgrounds.data_ptr() + 4 * first if background else 0)
+        assert params.means2d == ours.means2d.data_ptr() and params.opacities == ours.opacities.data_ptr()
+        assert outputs.render_colors == colors.data_ptr() + 4 * first
+        assert outputs.render_alphas == alphas.data_ptr() and outputs.last_ids == last_ids.data_ptr()
+
+
+def test_channel_slice_params_extend_the_3dgs_params():
+    import ctypes
+
+    from gsplat_lpt.variants.gaussian3d import Params3DGS, Params3DGSChannelSlice
+
+    assert Params3DGSChannelSlice._fields_[:-1] == Params3DGS._fields_
+    assert Params3DGSChannelSlice.channel_stride.offset == ctypes.sizeof(Params3DGS)

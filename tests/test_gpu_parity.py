@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import gsplat_lpt
-from gsplat_lpt import LPTConfig
+from gsplat_lpt import LPTConfig, constants
 from gsplat_lpt.hook import original
 
 pytestmark = pytest.mark.gpu
@@ -115,6 +115,11 @@ CASES = [
     ("heavy-opaque", 3000, 1, 200, 120, 16, 3, -20000),  # negative cluster: opaque stack, saturates early
     ("channels-64", 1500, 1, 96, 64, 16, 64, 0),
     ("heavy-channels-32", 3000, 1, 200, 120, 16, 32, 20000),  # (two pixels per thread at 32 channels)
+    # feature maps blended constants.CHANNEL_SLICE channels at a time: slices of 64 and a last one of 1
+    ("channels-65", 1000, 1, 96, 64, 16, 65, 0),
+    ("channels-128", 1000, 2, 96, 64, 16, 128, 0),
+    ("heavy-channels-129", 2000, 1, 160, 96, 16, 129, 20000),
+    ("channels-513", 600, 1, 64, 48, 16, 513, 0),
 ]
 
 
@@ -129,7 +134,9 @@ def test_lpt_matches_gsplat_exactly(case, with_background, pixels_per_thread):
     ref_colors, ref_alphas, ref_last = gsplat_forward(frame, **extra)
     colors, alphas, last_ids, plan = ours_forward(frame, LPTConfig(mode="lpt", pixels_per_thread=pixels_per_thread),
                                                   **extra)
-    assert plan.report()["chunked_tiles"] == 0
+    report = plan.report()
+    assert report["chunked_tiles"] == 0
+    assert report["variant"] == ("3dgs_slice" if channels > constants.CHANNEL_SLICE else "3dgs")
     assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
     assert torch.equal(last_ids, ref_last)
 
@@ -241,13 +248,14 @@ def test_padded_channel_count():
 
 @pytest.mark.parametrize("mode", ["lpt", "auto", "chunk"])
 @pytest.mark.parametrize("absgrad", [False, True])
-def test_gradients_equal_gsplat(mode, absgrad):
+@pytest.mark.parametrize("channels", [3, 129])  # (129: blended in channel slices)
+def test_gradients_equal_gsplat(mode, absgrad, channels):
     W, H, C = 120, 80, 2
-    base = project(*random_gaussians(2500, seed=17, cluster=3000), *cameras(C, W, H), W, H)
+    base = project(*random_gaussians(2500, seed=17, cluster=3000), *cameras(C, W, H), W, H, channels=channels)
     grads = []
     for backend in ("cuda", "lpt"):
         leaves = {k: base[k].detach().clone().requires_grad_(True) for k in ("means2d", "conics", "colors", "opacities")}
-        backgrounds = torch.full((C, 3), 0.25, device="cuda", requires_grad=True)
+        backgrounds = torch.full((C, channels), 0.25, device="cuda", requires_grad=True)
         frame = {**base, **leaves}
         if backend == "cuda":
             colors, alphas = original("rasterize_to_pixels")(**frame, backgrounds=backgrounds, absgrad=absgrad)
@@ -264,7 +272,11 @@ def test_gradients_equal_gsplat(mode, absgrad):
     for key in grads[0]:
         if grads[0][key] is None and grads[1][key] is None:
             continue
-        assert torch.allclose(grads[0][key], grads[1][key], rtol=1e-5, atol=1e-7), key
+        # gsplat's backward adds each Gaussian's gradient up with atomics, in an order that changes from run to
+        # run: at 129 channels its own two runs differed by up to 1.2e-7 of the gradient's largest value (the
+        # conics', on an H200), too much for atol 1e-7; our forward hands it bit-for-bit gsplat's saved tensors
+        atol = 1e-7 if channels == 3 else 1e-6 * float(grads[0][key].abs().max())
+        assert torch.allclose(grads[0][key], grads[1][key], rtol=1e-5, atol=atol), key
 
 
 def load_splat(path):

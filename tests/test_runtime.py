@@ -12,6 +12,12 @@ import pytest
 
 from gsplat_lpt import constants, layouts, runtime
 from gsplat_lpt.variants import VARIANTS
+from gsplat_lpt.variants.gaussian3d import CHANNEL_SLICE_VARIANT
+
+# every kernel build the runtime compiles: the registered variants and the 3DGS channel slices (its kernels at
+# 64 channels: colours not staged, rows of channel_stride floats)
+BUILDS = {**{name: (variant, 3) for name, variant in VARIANTS.items()},
+          "3dgs channel slice": (CHANNEL_SLICE_VARIANT, constants.CHANNEL_SLICE)}
 
 
 def test_kernel_sources_are_found():
@@ -105,12 +111,12 @@ nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not inst
 
 
 @nvcc
-@pytest.mark.parametrize("function", sorted(VARIANTS))
-def test_every_variant_compiles_with_its_layout_checks(function, tmp_path):
+@pytest.mark.parametrize("build", sorted(BUILDS))
+def test_every_variant_compiles_with_its_layout_checks(build, tmp_path):
     """With the compiler options of its record (an nvcc-backend variant: gsplat's include folders and flags)."""
-    variant = VARIANTS[function]
+    variant, channels = BUILDS[build]
     source = runtime.kernel_source(variant.kernel_source, variant.kernel_structs(), variant.extra_checks()) \
-        + _instantiations(variant) + _offset_asserts(variant.kernel_structs())
+        + _instantiations(variant, channels) + _offset_asserts(variant.kernel_structs())
     result = _nvcc_compile(source, tmp_path, variant.compile_options())
     assert result.returncode == 0, result.stderr[-2000:]
 
@@ -153,11 +159,13 @@ def test_sources_compile_with_nvrtc_as_the_runtime_does(source):
     if source == "plan.cu":
         text = runtime.kernel_source(source, (("lpt::PlanArgs", layouts.PlanArgs),))
     else:
-        variant = next(v for v in VARIANTS.values() if v.kernel_source == source)
-        exports = "".join(variant.export_line(c, t // p, p) for c, t in ((3, 256), (1, 64), (32, 1024))
+        builds = [variant for variant, _ in BUILDS.values() if variant.kernel_source == source]
+        exports = "".join(variant.export_line(c, t // p, p) for variant in builds
+                          for c, t in ((3, 256), (1, 64), (32, 1024), (64, 256))
                           for p in sorted({1, variant.pixels_per_thread}))
-        text = runtime.kernel_source(source, variant.kernel_structs(), variant.extra_checks() + exports)
-        options = variant.compile_options()
+        structs = tuple(dict(s for variant in builds for s in variant.kernel_structs()).items())
+        text = runtime.kernel_source(source, structs, builds[0].extra_checks() + exports)
+        options = builds[0].compile_options()
     program = nvrtc.createProgram(text, source, [], [])
     try:
         nvrtc.compileProgram(program, ["-std=c++17", f"-I{runtime.kernel_dir()}", "-arch=compute_90", *options])

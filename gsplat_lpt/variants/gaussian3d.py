@@ -7,12 +7,13 @@ so gsplat's own backward op computes the gradients; frames that need gradients a
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from .. import frontend
+from .. import constants, frontend
 from ..config import LPTConfig
 from ..errors import LPTInputError
 from ..frontend import require_shape, require_tensor
@@ -26,6 +27,13 @@ class Params3DGS(ctypes.Structure):
 
     _fields_ = [("means2d", Pointer), ("conics", Pointer), ("opacities", Pointer), ("colors", Pointer),
                 ("backgrounds", Pointer)]
+
+
+class Params3DGSChannelSlice(ctypes.Structure):
+    """Gaussian3DGSChannelSlice::Params: Params3DGS with the colour pointers at a slice's first channel, and the
+    channels of the whole map."""
+
+    _fields_ = Params3DGS._fields_ + [("channel_stride", ctypes.c_uint32)]
 
 
 class Outputs3DGS(ctypes.Structure):
@@ -161,12 +169,29 @@ class Frame3DGS:
         last_ids = self.means2d.new_empty(dims + (H, W), dtype=_I32) if with_last_ids else None
         if inter.num_images == 0:  # nothing to launch
             return render_colors, render_alphas, last_ids, None
-        params = Params3DGS(self.means2d.data_ptr(), self.conics.data_ptr(), self.opacities.data_ptr(),
-                            self.colors.data_ptr(), 0 if self.backgrounds is None else self.backgrounds.data_ptr())
-        outputs = Outputs3DGS(render_colors.data_ptr(), render_alphas.data_ptr(),
-                              0 if last_ids is None else last_ids.data_ptr())
+        colors_at, backgrounds_at = self.colors.data_ptr(), 0 if self.backgrounds is None else self.backgrounds.data_ptr()
+        alphas_at, last_ids_at = render_alphas.data_ptr(), 0 if last_ids is None else last_ids.data_ptr()
+        if C > constants.CHANNEL_SLICE:
+            return render_colors, render_alphas, last_ids, self._render_slices(
+                config, chunking_allowed, reason, colors_at, backgrounds_at, render_colors.data_ptr(), alphas_at,
+                last_ids_at)
+        params = Params3DGS(self.means2d.data_ptr(), self.conics.data_ptr(), self.opacities.data_ptr(), colors_at,
+                            backgrounds_at)
+        outputs = Outputs3DGS(render_colors.data_ptr(), alphas_at, last_ids_at)
         plan = frontend.render(VARIANT, inter, params, outputs, C, self.device, config, chunking_allowed, reason)
         return render_colors, render_alphas, last_ids, plan
+
+    def _render_slices(self, config, chunking_allowed, reason, colors_at, backgrounds_at, render_colors_at, alphas_at,
+                       last_ids_at) -> FramePlan:
+        """A wide feature map, constants.CHANNEL_SLICE channels at a time (kernels/blend_3dgs.cu,
+        Gaussian3DGSChannelSlice): each slice's pointers moved to its first channel (4 bytes a channel)."""
+        C, slices = self.channels, []
+        for first, width in frontend.channel_slices(C, constants.CHANNEL_SLICE):
+            params = Params3DGSChannelSlice(self.means2d.data_ptr(), self.conics.data_ptr(), self.opacities.data_ptr(),
+                                            colors_at + 4 * first, backgrounds_at + 4 * first if backgrounds_at else 0, C)
+            slices.append((width, params, Outputs3DGS(render_colors_at + 4 * first, alphas_at, last_ids_at)))
+        return frontend.render_slices(CHANNEL_SLICE_VARIANT, self.inter, slices, self.device, config, chunking_allowed,
+                                      reason)
 
 
 class _LPTRasterizeToPixels(torch.autograd.Function):
@@ -254,3 +279,8 @@ VARIANT = register(Variant(
     pixels_per_thread=2,
     chunked_warp_blocks=False,
 ))
+
+# The 3DGS kernels for a slice of a feature map of more than constants.CHANNEL_SLICE channels (Frame3DGS.render
+# picks them; not a gsplat function of its own).
+CHANNEL_SLICE_VARIANT = dataclasses.replace(VARIANT, name="3dgs_slice", gsplat_function="",
+                                            traits="Gaussian3DGSChannelSlice", params_struct=Params3DGSChannelSlice)
