@@ -96,10 +96,12 @@ TWO_PIXEL_MAX_IMBALANCE = 0.5
 # (one NVIDIA H200, bonsai orbit, x gsplat's blend, two pixels / one: 128 channels 0.93x / 1.53x, 256 channels
 # 0.60x / 1.00x; at 32 and 64 channels the one-pixel kernel was as fast or faster, 1.02x / 1.02x, 1.11x / 1.33x).
 TWO_PIXEL_MAX_CHANNELS = 16
-# 3DGS feature maps of more channels are blended this many channels at a time, one plan for every slice
-# (kernels/blend_3dgs.cu, Gaussian3DGSChannelSlice): the 64-channel kernel keeps its sums in 128 registers, where
-# the unsliced kernels of 128-512 channels spill them. One NVIDIA H200, bonsai orbit, x gsplat's blend, unsliced /
-# sliced: 128 channels 1.53x / 1.69x, 256 channels 1.00x / 2.38x, 512 channels 0.98x / 3.58x (513: 3.45x).
+# 3DGS and 2DGS feature maps of more channels are blended this many channels at a time, one plan for every
+# slice (kernels/blend_3dgs.cu, Gaussian3DGSChannelSlice; kernels/blend_2dgs.cu, Surfel2DGSColorSlice and
+# Surfel2DGSSlice): the 64-channel kernels keep their sums in 128 registers, where the unsliced kernels of 128-512
+# channels spill them. One NVIDIA H200, bonsai orbit, x gsplat's blend, unsliced / sliced: 3DGS 128 channels
+# 1.53x / 1.69x, 256 1.00x / 2.38x, 512 0.98x / 3.58x (513: 3.45x); 2DGS (padded) 128 1.92x / 2.01x, 256 1.05x /
+# 1.61x, 512 0.99x / 2.49x.
 CHANNEL_SLICE = 64
 
 # Warp shapes (LPTConfig.warp_shape): where nothing is chunked and the longest item exceeds this multiple of

@@ -184,27 +184,30 @@ def _plan_and_run(variant, inter, params, outputs, channels, device, config, chu
     return plan
 
 
-def render_slices(variant, inter: Intersections, slices: Sequence[Tuple[int, ctypes.Structure, ctypes.Structure]],
+def render_slices(inter: Intersections, slices: Sequence[Tuple[Any, int, ctypes.Structure, ctypes.Structure]],
                   device: torch.device, config: LPTConfig, chunking_allowed: bool, reason: Optional[str]) -> FramePlan:
-    """Plan and run one frame whose channels are blended a slice at a time: `slices` are (channels, params,
-    outputs) in channel order. One plan per slice width, on the cached Rasterizer of that width, runs every
-    slice of the width (a plan runs as often as asked, the same schedule each time). Returns the first
-    slice's plan."""
+    """Plan and run one frame whose channels are blended a slice at a time: `slices` are (variant, channels,
+    params, outputs) in channel order. One plan per (variant, slice width), on the cached Rasterizer of that
+    pair, runs every slice of the pair (a plan runs as often as asked, the same schedule each time). Returns the
+    first slice's plan."""
     if device.index == _current_device():
-        return _plan_and_run_slices(variant, inter, slices, device, config, chunking_allowed, reason)
+        return _plan_and_run_slices(inter, slices, device, config, chunking_allowed, reason)
     with torch.cuda.device(device):
-        return _plan_and_run_slices(variant, inter, slices, device, config, chunking_allowed, reason)
+        return _plan_and_run_slices(inter, slices, device, config, chunking_allowed, reason)
 
 
-def _plan_and_run_slices(variant, inter, slices, device, config, chunking_allowed, reason) -> FramePlan:
-    plans: Dict[int, FramePlan] = {}
-    for channels, params, outputs in slices:
-        plan = plans.get(channels)
+def _plan_and_run_slices(inter, slices, device, config, chunking_allowed, reason) -> FramePlan:
+    plans: Dict[Tuple[str, int], FramePlan] = {}
+    first = None
+    for variant, channels, params, outputs in slices:
+        plan = plans.get((variant.name, channels))
         if plan is None:
             rasterizer = rasterizer_for(variant, channels, inter.tile_size, device)
-            plan = plans[channels] = rasterizer.plan(inter, config, chunking_allowed, reason)
+            plan = plans[variant.name, channels] = rasterizer.plan(inter, config, chunking_allowed, reason)
         plan.rasterizer.run(plan, params, outputs)
-    return plans[slices[0][0]]
+        if first is None:
+            first = plan
+    return first
 
 
 def channel_slices(channels: int, width: int) -> Tuple[Tuple[int, int], ...]:

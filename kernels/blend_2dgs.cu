@@ -17,6 +17,9 @@ __device__ inline bool finite(float x) { return (__float_as_int(x) & 0x7f800000)
 // Lower bound of |x| over [mid - radius, mid + radius] (0 when the interval holds 0).
 __device__ inline float min_abs(float mid, float radius) { return fmaxf(fabsf(mid) - radius, 0.f); }
 
+template <class V, unsigned CDIM>
+struct Accumulator;
+
 }  // namespace surfel2d
 
 struct Surfel2DGS {
@@ -192,113 +195,149 @@ struct Surfel2DGS {
         return channels <= 64 ? 512 : 0;
     }
 
-    // Colours (the last channel is depth, as gsplat reads it), normals, distortion, median depth and id.
-    //
-    // Depth chunks. Colours and normals compose by Eq. (5). Distortion: gsplat accumulates, per Gaussian i
-    // with vis_i = alpha_i T_i and depth d_i, 2 vis_i (d_i A_i - D_i), where A_i = 1 - T_i and D_i is the
-    // sum of vis_j d_j before i. A chunk blended from T = 1 has local T'_i, A'_i = 1 - T'_i, D'_i; after a
-    // prefix with transmittance P (accumulated weight 1 - P) and depth sum D0, T_i = P T'_i, vis_i = P vis'_i,
-    // A_i = (1 - P) + P A'_i and D_i = D0 + P D'_i, so the chunk adds
-    //   sum_i 2 P vis'_i (d_i ((1 - P) + P A'_i) - D0 - P D'_i)
-    //     = P^2 distort' + 2 P ((1 - P) D' - D0 (1 - T'))
-    // with distort', D' = sum vis'_i d_i and T' the chunk's own sums; D0 then grows by P D'. Median depth
-    // and median_ids (the last Gaussian blended while T > 0.5) come from chunk 0 (blended from T = 1, so
-    // exactly the sequential state) and the core's re-walk of the later chunks from chunk 0's final T
-    // (kRewalk): exact, bit for bit.
+    // Colours, normals, distortion, median depth and id (surfel2d::Accumulator, below).
     template <unsigned CDIM>
-    struct Accumulator : lpt::ColorAccumulator<CDIM> {
-        static constexpr unsigned kPartialFloats = CDIM + 7;  // colours, normals[3], distort, D, median, id
-        static constexpr bool kRewalk = true;
-        float normal[3];
-        float distort;
-        float accum_vis_depth;
-        float median_depth;
-        unsigned median_idx;
+    using Accumulator = surfel2d::Accumulator<Surfel2DGS, CDIM>;
+};
 
-        __device__ void reset() {
-            lpt::ColorAccumulator<CDIM>::reset();
-            normal[0] = normal[1] = normal[2] = 0.f;
-            distort = 0.f;
-            accum_vis_depth = 0.f;
-            median_depth = 0.f;
-            median_idx = 0;
-        }
+namespace surfel2d {
 
-        // Colours read from global memory per blended Gaussian, not staged with the batch: most of a 2DGS
-        // batch is culled (98% of the (Gaussian, warp) pairs on the ladder), and staging every row cost more
-        // than it saved (H200: 6.28 -> 6.85 ms on the balanced ladder frame).
-        static constexpr bool kStagedColor = false;
+// The 2DGS accumulator of traits V: colours (the last channel is depth, as gsplat reads it), normals,
+// distortion, median depth and id.
+//
+// Depth chunks. Colours and normals compose by Eq. (5). Distortion: gsplat accumulates, per Gaussian i
+// with vis_i = alpha_i T_i and depth d_i, 2 vis_i (d_i A_i - D_i), where A_i = 1 - T_i and D_i is the
+// sum of vis_j d_j before i. A chunk blended from T = 1 has local T'_i, A'_i = 1 - T'_i, D'_i; after a
+// prefix with transmittance P (accumulated weight 1 - P) and depth sum D0, T_i = P T'_i, vis_i = P vis'_i,
+// A_i = (1 - P) + P A'_i and D_i = D0 + P D'_i, so the chunk adds
+//   sum_i 2 P vis'_i (d_i ((1 - P) + P A'_i) - D0 - P D'_i)
+//     = P^2 distort' + 2 P ((1 - P) D' - D0 (1 - T'))
+// with distort', D' = sum vis'_i d_i and T' the chunk's own sums; D0 then grows by P D'. Median depth
+// and median_ids (the last Gaussian blended while T > 0.5) come from chunk 0 (blended from T = 1, so
+// exactly the sequential state) and the core's re-walk of the later chunks from chunk 0's final T
+// (kRewalk): exact, bit for bit.
+template <class V, unsigned CDIM>
+struct Accumulator : lpt::ColorAccumulator<CDIM> {
+    using Params = typename V::Params;
+    using Staged = typename V::Staged;
+    using Outputs = typename V::Outputs;
+    static constexpr unsigned kPartialFloats = CDIM + 7;  // colours, normals[3], distort, D, median, id
+    static constexpr bool kRewalk = true;
+    float normal[3];
+    float distort;
+    float accum_vis_depth;
+    float median_depth;
+    unsigned median_idx;
 
-        // gsplat's loop body after vis = alpha * T, in its order.
-        __device__ void add(const Params& p, const Staged&, const float4&, int g, float vis, float T,
-                            unsigned list_index) {
-            const float* c_ptr = p.colors + (long long)g * CDIM;
-            this->add_color(c_ptr, vis);
-            const float depth = c_ptr[CDIM - 1];
-            const float* n_ptr = p.normals + (long long)g * 3;
+    __device__ void reset() {
+        lpt::ColorAccumulator<CDIM>::reset();
+        normal[0] = normal[1] = normal[2] = 0.f;
+        distort = 0.f;
+        accum_vis_depth = 0.f;
+        median_depth = 0.f;
+        median_idx = 0;
+    }
+
+    // Colours read from global memory per blended Gaussian, not staged with the batch: most of a 2DGS
+    // batch is culled (98% of the (Gaussian, warp) pairs on the ladder), and staging every row cost more
+    // than it saved (H200: 6.28 -> 6.85 ms on the balanced ladder frame).
+    static constexpr bool kStagedColor = false;
+
+    // gsplat's loop body after vis = alpha * T, in its order.
+    __device__ void add(const Params& p, const Staged&, const float4&, int g, float vis, float T,
+                        unsigned list_index) {
+        const float* c_ptr = p.colors + (long long)g * lpt::color_row_floats<V, CDIM>(p);
+        this->add_color(c_ptr, vis);
+        const float depth = c_ptr[CDIM - 1];
+        const float* n_ptr = p.normals + (long long)g * 3;
 #pragma unroll
-            for (unsigned k = 0; k < 3; ++k) normal[k] += n_ptr[k] * vis;
-            const float distort_bi_0 = vis * depth * (1.0f - T);
-            const float distort_bi_1 = vis * accum_vis_depth;
-            distort += 2.0f * (distort_bi_0 - distort_bi_1);
-            accum_vis_depth += vis * depth;
-            if (T > 0.5) {
-                median_depth = depth;
-                median_idx = list_index;
-            }
+        for (unsigned k = 0; k < 3; ++k) normal[k] += n_ptr[k] * vis;
+        const float distort_bi_0 = vis * depth * (1.0f - T);
+        const float distort_bi_1 = vis * accum_vis_depth;
+        distort += 2.0f * (distort_bi_0 - distort_bi_1);
+        accum_vis_depth += vis * depth;
+        if (T > 0.5) {
+            median_depth = depth;
+            median_idx = list_index;
         }
+    }
 
-        __device__ void rewalk(const Params& p, const Staged&, const float4&, int g, float T, unsigned list_index) {
-            if (T > 0.5) {
-                median_depth = p.colors[(long long)g * CDIM + (CDIM - 1)];
-                median_idx = list_index;
-            }
+    __device__ void rewalk(const Params& p, const Staged&, const float4&, int g, float T, unsigned list_index) {
+        if (T > 0.5) {
+            median_depth = p.colors[(long long)g * lpt::color_row_floats<V, CDIM>(p) + (CDIM - 1)];
+            median_idx = list_index;
         }
-        __device__ bool rewalk_settled(float T) const { return !(T > 0.5); }
+    }
+    __device__ bool rewalk_settled(float T) const { return !(T > 0.5); }
 
-        __device__ void store_partial(float* slot, unsigned stride) const {
-            lpt::ColorAccumulator<CDIM>::store_partial(slot, stride);
+    __device__ void store_partial(float* slot, unsigned stride) const {
+        lpt::ColorAccumulator<CDIM>::store_partial(slot, stride);
 #pragma unroll
-            for (unsigned k = 0; k < 3; ++k) slot[(CDIM + k) * stride] = normal[k];
-            slot[(CDIM + 3) * stride] = distort;
-            slot[(CDIM + 4) * stride] = accum_vis_depth;
-            slot[(CDIM + 5) * stride] = median_depth;
-            slot[(CDIM + 6) * stride] = __int_as_float((int)median_idx);
-        }
+        for (unsigned k = 0; k < 3; ++k) slot[(CDIM + k) * stride] = normal[k];
+        slot[(CDIM + 3) * stride] = distort;
+        slot[(CDIM + 4) * stride] = accum_vis_depth;
+        slot[(CDIM + 5) * stride] = median_depth;
+        slot[(CDIM + 6) * stride] = __int_as_float((int)median_idx);
+    }
 
-        __device__ void combine_partial(const float* slot, unsigned stride, float T_before) {
-            lpt::ColorAccumulator<CDIM>::combine_partial(slot, stride, T_before);
+    __device__ void combine_partial(const float* slot, unsigned stride, float T_before) {
+        lpt::ColorAccumulator<CDIM>::combine_partial(slot, stride, T_before);
 #pragma unroll
-            for (unsigned k = 0; k < 3; ++k) normal[k] += __ldcg(slot + (CDIM + k) * stride) * T_before;
-            const float P = T_before;
-            const float chunk_T = fabsf(__ldcg(slot + kPartialFloats * stride));
-            const float chunk_distort = __ldcg(slot + (CDIM + 3) * stride);
-            const float chunk_depth = __ldcg(slot + (CDIM + 4) * stride);
-            distort += P * P * chunk_distort + 2.0f * P * ((1.0f - P) * chunk_depth - accum_vis_depth * (1.0f - chunk_T));
-            accum_vis_depth += P * chunk_depth;
-            if (T_before == 1.0f) {  // nothing blended before this chunk: its local median is the sequential one
-                median_depth = __ldcg(slot + (CDIM + 5) * stride);
-                median_idx = (unsigned)__float_as_int(__ldcg(slot + (CDIM + 6) * stride));
-            }
+        for (unsigned k = 0; k < 3; ++k) normal[k] += __ldcg(slot + (CDIM + k) * stride) * T_before;
+        const float P = T_before;
+        const float chunk_T = fabsf(__ldcg(slot + kPartialFloats * stride));
+        const float chunk_distort = __ldcg(slot + (CDIM + 3) * stride);
+        const float chunk_depth = __ldcg(slot + (CDIM + 4) * stride);
+        distort += P * P * chunk_distort + 2.0f * P * ((1.0f - P) * chunk_depth - accum_vis_depth * (1.0f - chunk_T));
+        accum_vis_depth += P * chunk_depth;
+        if (T_before == 1.0f) {  // nothing blended before this chunk: its local median is the sequential one
+            median_depth = __ldcg(slot + (CDIM + 5) * stride);
+            median_idx = (unsigned)__float_as_int(__ldcg(slot + (CDIM + 6) * stride));
         }
+    }
 
-        __device__ void poison() {
-            lpt::ColorAccumulator<CDIM>::poison();
-            const float nan = __int_as_float(0x7fc00000);
-            normal[0] = normal[1] = normal[2] = nan;
-            distort = accum_vis_depth = median_depth = nan;
-        }
+    __device__ void poison() {
+        lpt::ColorAccumulator<CDIM>::poison();
+        const float nan = __int_as_float(0x7fc00000);
+        normal[0] = normal[1] = normal[2] = nan;
+        distort = accum_vis_depth = median_depth = nan;
+    }
 
-        __device__ void write(const Params& p, const Outputs& out, const lpt::PixelSlot& slot, float T,
-                              int last_index) const {
-            this->write_color(out, p.backgrounds, slot, T, last_index);
+    __device__ void write(const Params& p, const Outputs& out, const lpt::PixelSlot& slot, float T,
+                          int last_index) const {
+        this->write_color(out, p.backgrounds, slot, T, last_index, lpt::color_row_floats<V, CDIM>(p));
 #pragma unroll
-            for (unsigned k = 0; k < 3; ++k) out.render_normals[slot.pixel * 3 + k] = normal[k];
-            out.render_distort[slot.pixel] = distort;
-            out.render_median[slot.pixel] = median_depth;
-            out.median_ids[slot.pixel] = (int)median_idx;
-        }
-    };
+        for (unsigned k = 0; k < 3; ++k) out.render_normals[slot.pixel * 3 + k] = normal[k];
+        out.render_distort[slot.pixel] = distort;
+        out.render_median[slot.pixel] = median_depth;
+        out.median_ids[slot.pixel] = (int)median_idx;
+    }
+};
+
+// Host twin: gsplat_lpt.variants.surfel2d.Params2DGSChannelSlice
+struct SliceParams : Surfel2DGS::Params {
+    unsigned channel_stride;  // channels of the whole map: floats per row of colors, backgrounds, render_colors
+};
+
+}  // namespace surfel2d
+
+// Feature maps of more than constants.CHANNEL_SLICE channels, a slice at a time with one plan (as 3DGS,
+// blend_3dgs.cu): the slices before the last blend their colours only (Surfel2DGSColorSlice); the last, which
+// holds the depth channel, is blended with every output (Surfel2DGSSlice). Params point at the slice's first
+// channel, in rows of channel_stride floats; every slice writes the same alphas and last_ids. Each channel's sum
+// is gsplat's sequence on gsplat's T, so the image is gsplat's bit for bit.
+struct Surfel2DGSColorSlice : Surfel2DGS {
+    using Params = surfel2d::SliceParams;
+    static constexpr bool kChannelSlice = true;
+    template <unsigned CDIM>
+    using Accumulator = lpt::PlainColorAccumulator<Surfel2DGSColorSlice, CDIM, false>;  // (not staged, as above)
+};
+
+struct Surfel2DGSSlice : Surfel2DGS {
+    using Params = surfel2d::SliceParams;
+    static constexpr bool kChannelSlice = true;
+    template <unsigned CDIM>
+    using Accumulator = surfel2d::Accumulator<Surfel2DGSSlice, CDIM>;
 };
 
 static_assert(sizeof(Surfel2DGS::Staged) == 64, "Surfel2DGS::Staged: 64 bytes, four 16-byte loads");

@@ -264,6 +264,18 @@ struct ColorAccumulator {
 // declares none (then its Params has channel_stride).
 LPT_OPTIONAL_FLAG(SlicesChannels, kChannelSlice, false)
 
+// Floats per row of colors, backgrounds and render_colors: CDIM, or for a variant that blends a slice of a wider
+// feature map (kChannelSlice) the map's channel count, Params::channel_stride (its pointers are the slice's first
+// channel).
+template <class V, unsigned CDIM>
+__device__ inline long long color_row_floats(const typename V::Params& p) {
+    if constexpr (SlicesChannels<V>::value) {
+        return (long long)p.channel_stride;
+    } else {
+        return CDIM;
+    }
+}
+
 // The accumulator of a variant that blends colours only: row g of Params::colors (CDIM floats), and gsplat's
 // colours, alphas and last_ids written through Outputs (3DGS, 3DGUT). Staged: the colour rows are staged with
 // the batch where CDIM <= 4 (false for 3DGUT: its per-pixel ray state already fills the registers, and the
@@ -271,30 +283,20 @@ LPT_OPTIONAL_FLAG(SlicesChannels, kChannelSlice, false)
 template <class V, unsigned CDIM, bool Staged = true>
 struct PlainColorAccumulator : ColorAccumulator<CDIM> {
     static constexpr bool kStagedColor = ColorAccumulator<CDIM>::kStagedColor && Staged;
-    // Floats per row of colors, backgrounds and render_colors: CDIM, or for a variant that blends a slice of a
-    // wider feature map (kChannelSlice) the map's channel count, Params::channel_stride (its pointers are the
-    // slice's first channel).
-    static __device__ long long row_floats(const typename V::Params& p) {
-        if constexpr (SlicesChannels<V>::value) {
-            return (long long)p.channel_stride;
-        } else {
-            return CDIM;
-        }
-    }
     static __device__ void stage_color(const typename V::Params& p, int g, float4& staged) {
-        ColorAccumulator<CDIM>::stage_color_row(p.colors, g, staged, row_floats(p));
+        ColorAccumulator<CDIM>::stage_color_row(p.colors, g, staged, color_row_floats<V, CDIM>(p));
     }
     __device__ void add(const typename V::Params& p, const typename V::Staged&, const float4& staged_color, int g,
                         float vis, float, unsigned) {
         if constexpr (kStagedColor) {
             this->add_staged_color(staged_color, vis);
         } else {
-            this->add_color(p.colors + (long long)g * row_floats(p), vis);
+            this->add_color(p.colors + (long long)g * color_row_floats<V, CDIM>(p), vis);
         }
     }
     __device__ void write(const typename V::Params& p, const typename V::Outputs& out, const PixelSlot& slot, float T,
                           int last_index) const {
-        this->write_color(out, p.backgrounds, slot, T, last_index, row_floats(p));
+        this->write_color(out, p.backgrounds, slot, T, last_index, color_row_floats<V, CDIM>(p));
     }
 };
 

@@ -202,8 +202,8 @@ def test_wide_feature_maps_are_blended_in_channel_slices(channels, background, m
 
     monkeypatch.setattr(gaussian3d, "_FIRST_DEVICE_INDEX", -1)
     calls = []
-    monkeypatch.setattr(frontend, "render_slices", lambda variant, inter, slices, *rest: calls.append(
-        ("slices", variant, slices)) or "plan")
+    monkeypatch.setattr(frontend, "render_slices", lambda inter, slices, *rest: calls.append(
+        ("slices", slices)) or "plan")
     monkeypatch.setattr(frontend, "render", lambda variant, inter, params, outputs, C, *rest: calls.append(
         ("whole", variant, C)) or "plan")
     args = {**frame(D=channels), "backgrounds": torch.zeros(1, channels) if background else None, "masks": None,
@@ -216,10 +216,10 @@ def test_wide_feature_maps_are_blended_in_channel_slices(channels, background, m
     if channels <= constants.CHANNEL_SLICE:
         assert calls[0] == ("whole", gaussian3d.VARIANT, channels)
         return
-    kind, variant, slices = calls[0]
-    assert kind == "slices" and variant is gaussian3d.CHANNEL_SLICE_VARIANT
-    assert [width for width, _, _ in slices] == [w for _, w in frontend.channel_slices(channels, 64)]
-    for (first, _), (_, params, outputs) in zip(frontend.channel_slices(channels, 64), slices):
+    kind, slices = calls[0]
+    assert kind == "slices" and all(variant is gaussian3d.CHANNEL_SLICE_VARIANT for variant, *_ in slices)
+    assert [width for _, width, _, _ in slices] == [w for _, w in frontend.channel_slices(channels, 64)]
+    for (first, _), (_, _, params, outputs) in zip(frontend.channel_slices(channels, 64), slices):
         assert isinstance(params, gaussian3d.Params3DGSChannelSlice) and params.channel_stride == channels
         assert params.colors == ours.colors.data_ptr() + 4 * first
         assert params.backgrounds == (ours.backgrounds.data_ptr() + 4 * first if background else 0)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import gsplat_lpt  # noqa: F401  (installs the hook: backend="lpt")
-from gsplat_lpt import LPTConfig
+from gsplat_lpt import LPTConfig, constants
 from gsplat_lpt.hook import original
 from gsplat_lpt.variants import surfel2d
 from test_gpu_parity import CHUNKED_MODES, cameras, psnr, random_gaussians
@@ -107,6 +107,9 @@ CASES = [
     ("heavy-multicam", 3000, 3, 200, 120, 16, 4, 8000),
     ("heavy-opaque", 3000, 1, 200, 120, 16, 4, -20000),  # negative cluster: opaque stack, saturates early
     ("channels-64", 1500, 1, 96, 64, 16, 64, 0),  # (kernels built for 512 resident threads above 32 channels)
+    # feature maps blended constants.CHANNEL_SLICE channels at a time (the colours, then the last slice with depth)
+    ("channels-128", 1000, 2, 96, 64, 16, 128, 0),
+    ("channels-512", 600, 1, 64, 48, 16, 512, 0),
 ]
 
 
@@ -125,12 +128,13 @@ def test_lpt_matches_gsplat(case, with_background, packed):
     backgrounds = torch.rand(C, channels, device="cuda") if with_background else None
     ref = gsplat_forward(frame, backgrounds)
     ours, plan = ours_forward(frame, LPTConfig(mode="lpt"), backgrounds)
-    assert plan.report()["chunked_tiles"] == 0 and plan.report()["variant"] == "2dgs"
+    sliced = channels > constants.CHANNEL_SLICE  # (the report is the first slice's: a colour slice)
+    assert plan.report()["chunked_tiles"] == 0 and plan.report()["variant"] == ("2dgs_colors" if sliced else "2dgs")
     assert float(ref["render_alphas"].max()) > 0.5 and float(ref["render_distort"].abs().max()) > 0
     assert_matches(ours, ref, label=case[0])
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[6], CASES[8]], ids=lambda c: c[0])
+@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[6], CASES[8], CASES[-2], CASES[-1]], ids=lambda c: c[0])
 def test_lpt_is_bitwise_gsplat(case):
     """Same expressions, compiled with gsplat's flags (-use_fast_math): float outputs within 1e-6 of gsplat's
     (the contract; NVRTC and nvcc need not round a fast-math division alike), ids equal."""
@@ -169,7 +173,7 @@ def test_chunked_modes(seed, config):
         assert torch.equal(ours["median_ids"], ref["median_ids"]), attempt
 
 
-@pytest.mark.parametrize("channels", [32, 64])
+@pytest.mark.parametrize("channels", [32, 64, 128, 256])
 def test_wide_channels_chunked(channels):
     """Feature maps in the chunk kernel (its registers bounded above 4 channels): a heavy tile chunked 8 ways,
     colours and alphas >= 76 dB, median depth and median_ids exact."""

@@ -12,12 +12,14 @@ import pytest
 
 from gsplat_lpt import constants, layouts, runtime
 from gsplat_lpt.variants import VARIANTS
-from gsplat_lpt.variants.gaussian3d import CHANNEL_SLICE_VARIANT
+from gsplat_lpt.variants import gaussian3d, surfel2d
 
-# every kernel build the runtime compiles: the registered variants and the 3DGS channel slices (its kernels at
-# 64 channels: colours not staged, rows of channel_stride floats)
+# every kernel build the runtime compiles: the registered variants and the channel slices of wide feature maps
+# (their kernels at 64 channels: colours not staged, rows of channel_stride floats)
 BUILDS = {**{name: (variant, 3) for name, variant in VARIANTS.items()},
-          "3dgs channel slice": (CHANNEL_SLICE_VARIANT, constants.CHANNEL_SLICE)}
+          **{f"{variant.name} channel slice": (variant, constants.CHANNEL_SLICE)
+             for variant in (gaussian3d.CHANNEL_SLICE_VARIANT, surfel2d.COLOR_SLICE_VARIANT,
+                             surfel2d.LAST_SLICE_VARIANT)}}
 
 
 def test_kernel_sources_are_found():

@@ -413,3 +413,39 @@ def test_cull_bound_keeps_what_it_cannot_bound():
     kept = may_contribute_2dgs(means2d, M, opacities, box)
     # identity (row 1): s = (px, py) is small near the box's corner, so the ray-splat weight reaches it
     assert kept.tolist() == [False, True, True, True, False]
+
+
+@pytest.mark.parametrize("channels, background", [(128, True), (512, False)])
+def test_wide_feature_maps_are_blended_in_channel_slices(channels, background, monkeypatch):
+    """Above constants.CHANNEL_SLICE channels, Frame2DGS.render hands the slice kernels the colours of every slice
+    but the last, then the last slice (the depth channel) with every output: colour, background and render_colors
+    pointers at the slice's first channel (4 bytes a channel), the whole map's channel count as the row stride,
+    every other output pointer the whole frame's. (CPU tensors, the GPU launch replaced by a recorder.)"""
+    from gsplat_lpt import constants, frontend
+
+    calls = []
+    monkeypatch.setattr(frontend, "render_slices", lambda inter, slices, *rest: calls.append(slices) or "plan")
+    frame = surfel2d.Frame2DGS.__new__(surfel2d.Frame2DGS)  # (what __init__ leaves, without its device check)
+    frame.inter = runtime.Intersections(torch.zeros(1, 2, 3, dtype=torch.int32), torch.zeros(0, dtype=torch.int32),
+                                        None, 1, 40, 30, 16, 3, 2, 5)
+    frame.image_dims, frame.device, frame.channels, frame.padding = (1,), torch.device("cpu"), channels, 0
+    frame.means2d, frame.ray_transforms = torch.zeros(1, 5, 2), torch.zeros(1, 5, 3, 3)
+    frame.colors, frame.opacities, frame.normals = torch.zeros(1, 5, channels), torch.zeros(1, 5), torch.zeros(1, 5, 3)
+    frame.densify, frame.masks = torch.zeros(1, 5, 2), None
+    frame.backgrounds = torch.zeros(1, channels) if background else None
+    *outputs, plan = frame.render(gsplat_lpt.LPTConfig(mode="lpt"))
+    assert plan == "plan" and len(calls) == 1
+    parts = frontend.channel_slices(channels, constants.CHANNEL_SLICE)
+    slices = calls[0]
+    assert [variant for variant, *_ in slices] == \
+        [surfel2d.COLOR_SLICE_VARIANT] * (len(parts) - 1) + [surfel2d.LAST_SLICE_VARIANT]
+    names = [name for name, _ in surfel2d.Outputs2DGS._fields_]
+    whole = dict(zip(("render_colors", "render_alphas", "render_normals", "render_distort", "render_median",
+                      "last_ids", "median_ids"), (t.data_ptr() for t in outputs)))
+    for (first, width), (_, channels_of_slice, params, sliced) in zip(parts, slices):
+        assert channels_of_slice == width and params.channel_stride == channels
+        assert params.colors == frame.colors.data_ptr() + 4 * first
+        assert params.backgrounds == (frame.backgrounds.data_ptr() + 4 * first if background else 0)
+        assert params.normals == frame.normals.data_ptr() and params.ray_transforms == frame.ray_transforms.data_ptr()
+        for name in names:
+            assert getattr(sliced, name) == whole[name] + (4 * first if name == "render_colors" else 0), name

@@ -189,9 +189,9 @@ class Frame3DGS:
         for first, width in frontend.channel_slices(C, constants.CHANNEL_SLICE):
             params = Params3DGSChannelSlice(self.means2d.data_ptr(), self.conics.data_ptr(), self.opacities.data_ptr(),
                                             colors_at + 4 * first, backgrounds_at + 4 * first if backgrounds_at else 0, C)
-            slices.append((width, params, Outputs3DGS(render_colors_at + 4 * first, alphas_at, last_ids_at)))
-        return frontend.render_slices(CHANNEL_SLICE_VARIANT, self.inter, slices, self.device, config, chunking_allowed,
-                                      reason)
+            slices.append((CHANNEL_SLICE_VARIANT, width, params,
+                           Outputs3DGS(render_colors_at + 4 * first, alphas_at, last_ids_at)))
+        return frontend.render_slices(self.inter, slices, self.device, config, chunking_allowed, reason)
 
 
 class _LPTRasterizeToPixels(torch.autograd.Function):

@@ -14,12 +14,13 @@ included); frames that need gradients are never chunked.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from .. import frontend
+from .. import constants, frontend
 from ..config import LPTConfig
 from ..errors import LPTInputError
 from ..frontend import require_shape, require_tensor
@@ -38,6 +39,13 @@ class Params2DGS(ctypes.Structure):
 
     _fields_ = [("means2d", Pointer), ("ray_transforms", Pointer), ("colors", Pointer), ("opacities", Pointer),
                 ("normals", Pointer), ("backgrounds", Pointer)]
+
+
+class Params2DGSChannelSlice(ctypes.Structure):
+    """surfel2d::SliceParams: Params2DGS with the colour pointers at a slice's first channel, and the channels of
+    the whole map."""
+
+    _fields_ = Params2DGS._fields_ + [("channel_stride", ctypes.c_uint32)]
 
 
 class Outputs2DGS(ctypes.Structure):
@@ -148,15 +156,33 @@ class Frame2DGS:
         outputs_ = (render_colors, render_alphas, render_normals, render_distort, render_median, last_ids, median_ids)
         if inter.num_images == 0:  # nothing to launch
             return (*outputs_, None)
-        params = Params2DGS(self.means2d.data_ptr(), self.ray_transforms.data_ptr(), self.colors.data_ptr(),
-                            self.opacities.data_ptr(), self.normals.data_ptr(),
-                            0 if self.backgrounds is None else self.backgrounds.data_ptr())
+        pointers = (self.means2d.data_ptr(), self.ray_transforms.data_ptr(), self.colors.data_ptr(),
+                    self.opacities.data_ptr(), self.normals.data_ptr(),
+                    0 if self.backgrounds is None else self.backgrounds.data_ptr())
         outputs = Outputs2DGS(render_colors.data_ptr(), render_alphas.data_ptr(), last_ids.data_ptr(),
                               render_normals.data_ptr(), render_distort.data_ptr(), render_median.data_ptr(),
                               median_ids.data_ptr())
-        plan = frontend.render(VARIANT, inter, params, outputs, self.channels, self.device, config, chunking_allowed,
-                               reason)
+        if self.channels > constants.CHANNEL_SLICE:
+            return (*outputs_, self._render_slices(config, chunking_allowed, reason, pointers, outputs))
+        plan = frontend.render(VARIANT, inter, Params2DGS(*pointers), outputs, self.channels, self.device, config,
+                               chunking_allowed, reason)
         return (*outputs_, plan)
+
+    def _render_slices(self, config, chunking_allowed, reason, pointers, outputs) -> FramePlan:
+        """A wide feature map, constants.CHANNEL_SLICE channels at a time (kernels/blend_2dgs.cu): the colours of
+        each slice but the last, then the last (the depth channel) with every other output; each slice's
+        colour, background and output pointers moved to its first channel (4 bytes a channel)."""
+        C, slices = self.channels, []
+        means2d, ray_transforms, colors, opacities, normals, backgrounds = pointers
+        parts = frontend.channel_slices(C, constants.CHANNEL_SLICE)
+        for index, (first, width) in enumerate(parts):
+            params = Params2DGSChannelSlice(means2d, ray_transforms, colors + 4 * first, opacities, normals,
+                                            backgrounds + 4 * first if backgrounds else 0, C)
+            sliced = Outputs2DGS(*(getattr(outputs, name) for name, _ in Outputs2DGS._fields_))
+            sliced.render_colors += 4 * first
+            variant = LAST_SLICE_VARIANT if index == len(parts) - 1 else COLOR_SLICE_VARIANT
+            slices.append((variant, width, params, sliced))
+        return frontend.render_slices(self.inter, slices, self.device, config, chunking_allowed, reason)
 
 
 class _LPTRasterizeToPixels2DGS(torch.autograd.Function):
@@ -253,3 +279,11 @@ VARIANT = register(Variant(
     rasterize=rasterize_with_plan,
     compile_options=fast_math_options,  # the ray-splat division is then gsplat's approximate one
 ))
+
+# The 2DGS kernels for the slices of a feature map of more than constants.CHANNEL_SLICE channels (Frame2DGS.render
+# picks them; not gsplat functions of their own): the colours of a slice, and the last slice with every output.
+COLOR_SLICE_VARIANT = dataclasses.replace(VARIANT, name="2dgs_colors", gsplat_function="",
+                                          traits="Surfel2DGSColorSlice", params_struct=Params2DGSChannelSlice,
+                                          partial_floats=lambda channels: channels)
+LAST_SLICE_VARIANT = dataclasses.replace(VARIANT, name="2dgs_slice", gsplat_function="", traits="Surfel2DGSSlice",
+                                         params_struct=Params2DGSChannelSlice)
