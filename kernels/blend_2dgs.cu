@@ -190,7 +190,8 @@ struct Surfel2DGS {
     // resident threads, at most 128 registers. Unbounded, the 64-channel kernels took 180 and 204 (one CTA of 256
     // threads per SM) and ran at 0.96x gsplat's time on the bonsai orbit; at 128 they spill nothing (ptxas -v,
     // sm_90), while at 85 (768 threads) they spill 400-1100 bytes. At 16 channels the compiler stays below 128
-    // anyway; at 32 the chunk kernel goes from 140 to 128 (two CTAs per SM instead of one).
+    // anyway; at 32 the chunk kernel goes from 140 to 128 (two CTAs per SM instead of one). Wider maps are blended
+    // in slices of 64 (Surfel2DGSColorSlice and Surfel2DGSSlice, below): the front end launches no unbounded kernel.
     __host__ __device__ static constexpr unsigned wide_resident_threads(unsigned channels, unsigned) {
         return channels <= 64 ? 512 : 0;
     }

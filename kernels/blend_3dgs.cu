@@ -112,7 +112,8 @@ struct Gaussian3DGS {
     // The one-pixel kernels evaluate two Gaussians before blending them (lpt_core.cuh, blend_range).
     static constexpr bool kPairedEvaluation = true;
     // Feature maps (lpt_core.cuh, WideResidentThreads): up to 32 colour sums per thread, kernels built for 768
-    // resident threads (at most 85 registers); 33-64 channels for 512 (128); the rest unbounded. (The two-pixel
+    // resident threads (at most 85 registers); 33-64 channels for 512 (128); wider maps are blended in slices of 64
+    // (Gaussian3DGSChannelSlice, below): the front end launches no unbounded kernel. (The two-pixel
     // kernel exists up to 16 channels, constants.TWO_PIXEL_MAX_CHANNELS, so it always has the first bound.) One
     // NVIDIA H200, GPU time x gsplat's blend on the bonsai orbit: unbounded, 32 sums took 100 registers in the
     // one-pixel kernel (two CTAs of 256 threads per SM), 0.88-0.89x, and 1.02x at 768 threads; the two-pixel
