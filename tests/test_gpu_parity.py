@@ -302,6 +302,26 @@ def look_at(eye, target):
 
 
 @pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("channel_chunk", [32, 128])
+def test_feature_maps_through_rasterization(packed, channel_chunk):
+    """A 128-channel feature map end to end through gsplat.rasterization: the same image as backend="cuda", bit
+    for bit, packed or not. gsplat's channel_chunk (32 by default) splits it into calls of that many channels;
+    with 128 the backend gets the whole map and blends it in channel slices."""
+    import gsplat
+
+    means, quats, scales, opacities = random_gaussians(3000, seed=21)
+    features = torch.rand(means.shape[0], 128, device="cuda")
+    viewmats, Ks = cameras(2, 160, 96)
+    outputs = [gsplat.rasterization(means, quats, scales, opacities, features, viewmats, Ks, 160, 96, packed=packed,
+                                    channel_chunk=channel_chunk, backend=backend, lpt_config=LPTConfig(mode="lpt"))
+               for backend in ("cuda", "lpt")]
+    (ref_colors, ref_alphas, _), (colors, alphas, meta) = outputs
+    assert meta["lpt"]["variant"] == ("3dgs_slice" if channel_chunk == 128 else "3dgs")
+    assert float(ref_alphas.mean()) > 0.05
+    assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
+
+
+@pytest.mark.parametrize("packed", [False, True])
 def test_real_trained_bonsai_through_rasterization(packed):
     """The real trained scene, end to end through gsplat.rasterization(..., backend=...)."""
     from conftest import data_dir
