@@ -221,7 +221,7 @@ struct ColorAccumulator {
     // Row g of a [rows, row_floats] colour array (CDIM of its floats) into one float4 (CDIM <= 4; the rest 0),
     // once per batch.
     static __device__ void stage_color_row(const float* __restrict__ colors, int g, float4& staged,
-                                           long long row_floats = CDIM) {
+                                           long long row_floats) {
         float c[4] = {0.f, 0.f, 0.f, 0.f};
         const float* row = colors + (long long)g * row_floats;
 #pragma unroll
@@ -250,7 +250,7 @@ struct ColorAccumulator {
     // pixel of render_colors and per image of backgrounds (more than CDIM where this is a slice of the channels).
     template <class Outputs>
     __device__ void write_color(const Outputs& out, const float* __restrict__ backgrounds, const PixelSlot& slot,
-                                float T, int last_index, long long row_floats = CDIM) const {
+                                float T, int last_index, long long row_floats) const {
         out.render_alphas[slot.pixel] = 1.0f - T;
         const float* background = backgrounds == nullptr ? nullptr : backgrounds + (long long)slot.image * row_floats;
 #pragma unroll
@@ -276,10 +276,11 @@ __device__ inline long long color_row_floats(const typename V::Params& p) {
     }
 }
 
-// The accumulator of a variant that blends colours only: row g of Params::colors (CDIM floats), and gsplat's
-// colours, alphas and last_ids written through Outputs (3DGS, 3DGUT). Staged: the colour rows are staged with
-// the batch where CDIM <= 4 (false for 3DGUT: its per-pixel ray state already fills the registers, and the
-// staged row pushed its colour sums into local memory inside the per-Gaussian loop).
+// The accumulator of a variant that blends colours only: the CDIM floats of row g of Params::colors (rows of
+// color_row_floats), and gsplat's colours, alphas and last_ids written through Outputs (3DGS, 3DGUT, the colour
+// slices of 2DGS). Staged: the colour rows are staged with the batch where CDIM <= 4 (false for 3DGUT: its
+// per-pixel ray state already fills the registers, and the staged row pushed its colour sums into local memory
+// inside the per-Gaussian loop).
 template <class V, unsigned CDIM, bool Staged = true>
 struct PlainColorAccumulator : ColorAccumulator<CDIM> {
     static constexpr bool kStagedColor = ColorAccumulator<CDIM>::kStagedColor && Staged;
