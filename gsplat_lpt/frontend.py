@@ -109,6 +109,15 @@ def pad_channels(colors: Tensor, backgrounds: Optional[Tensor]) -> Tuple[Tensor,
     return colors, backgrounds, padding
 
 
+def aligned_rows(colors: Tensor, channels: int) -> Tensor:
+    """colors (contiguous) where the kernels can read rows of a multiple of 4 floats in 16-byte loads
+    (kernels/lpt_core.cuh, kAlignedColorRows): at a 16-byte aligned address. torch allocates on 512-byte
+    boundaries; a view that starts elsewhere is copied."""
+    if channels & 3 or not colors.data_ptr() & 15:
+        return colors
+    return colors.clone()
+
+
 def intersections(isect_offsets: Any, flatten_ids: Any, masks: Any, image_width: int, image_height: int,
                   tile_size: int, num_gaussians: int, checked: bool = False,
                   offsets_shape: Optional[Sequence[int]] = None) -> Intersections:

@@ -330,6 +330,9 @@ struct SliceParams : Surfel2DGS::Params {
 struct Surfel2DGSColorSlice : Surfel2DGS {
     using Params = surfel2d::SliceParams;
     static constexpr bool kChannelSlice = true;
+    // 16-byte colour loads (lpt_core.cuh, PlainColorAccumulator): 2DGS maps are padded to a power of two, so rows
+    // of channel_stride >= 128 floats, and the front end passes a 16-byte aligned colour array.
+    static constexpr bool kAlignedColorRows = true;
     template <unsigned CDIM>
     using Accumulator = lpt::PlainColorAccumulator<Surfel2DGSColorSlice, CDIM, false>;  // (not staged, as above)
 };

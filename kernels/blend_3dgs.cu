@@ -109,6 +109,9 @@ struct Gaussian3DGS {
         return false;
     }
     static constexpr bool kHasCullBound = true;
+    // Colour rows of 8-64 channels in 16-byte loads (lpt_core.cuh, PlainColorAccumulator): the front end passes
+    // a 16-byte aligned colour array.
+    static constexpr bool kAlignedColorRows = true;
     // The one-pixel kernels evaluate two Gaussians before blending them (lpt_core.cuh, blend_range).
     static constexpr bool kPairedEvaluation = true;
     // Feature maps (lpt_core.cuh, WideResidentThreads): up to 32 colour sums per thread, kernels built for 768
@@ -140,9 +143,20 @@ struct Gaussian3DGSChannelSlice : Gaussian3DGS {
         unsigned channel_stride;  // channels of the whole map: floats per row of colors, backgrounds, render_colors
     };
     static constexpr bool kChannelSlice = true;
+    static constexpr bool kAlignedColorRows = false;  // rows of any width: the maps of 65, 129, 257 and 513 channels
 
     template <unsigned CDIM>
     using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGSChannelSlice, CDIM>;
+};
+
+// The slices of a map whose channel count is a multiple of 4 (128, 256, 512, and those padded to them): every row
+// of every slice starts on a 16-byte boundary (the array does, and a slice starts a multiple of 64 channels in), read
+// in 16-byte loads.
+struct Gaussian3DGSChannelSliceRow16 : Gaussian3DGSChannelSlice {
+    static constexpr bool kAlignedColorRows = true;
+
+    template <unsigned CDIM>
+    using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGSChannelSliceRow16, CDIM>;
 };
 
 static_assert(sizeof(Gaussian3DGS::Staged) == 32, "Gaussian3DGS::Staged: 32 bytes, two 16-byte loads");

@@ -350,7 +350,9 @@ struct Gaussian3DGUT {
     static __device__ bool may_contribute(const Staged&, const lpt::PixelBox&) { return true; }
     static constexpr bool kHasCullBound = false;
 
-    // Colours read from global memory per blended Gaussian (lpt_core.cuh, PlainColorAccumulator).
+    // Colours read from global memory per blended Gaussian (lpt_core.cuh, PlainColorAccumulator), in 16-byte
+    // loads where CDIM is a multiple of 4 (the front end passes a 16-byte aligned colour array).
+    static constexpr bool kAlignedColorRows = true;
     template <unsigned CDIM>
     using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGUT, CDIM, /*Staged=*/false>;
 };

@@ -191,7 +191,7 @@ def test_channel_slices_cover_the_map_in_order():
         channel_slices(0, 64)
 
 
-@pytest.mark.parametrize("channels, background", [(64, True), (129, False), (513, True)])
+@pytest.mark.parametrize("channels, background", [(64, True), (128, False), (129, False), (513, True)])
 def test_wide_feature_maps_are_blended_in_channel_slices(channels, background, monkeypatch):
     """Above constants.CHANNEL_SLICE channels, Frame3DGS.render hands the slice kernels one (width, params,
     outputs) per slice: colour, background and output pointers at the slice's first channel (4 bytes a channel),
@@ -217,7 +217,9 @@ def test_wide_feature_maps_are_blended_in_channel_slices(channels, background, m
         assert calls[0] == ("whole", gaussian3d.VARIANT, channels)
         return
     kind, slices = calls[0]
-    assert kind == "slices" and all(variant is gaussian3d.CHANNEL_SLICE_VARIANT for variant, *_ in slices)
+    # rows of a multiple of 4 floats are read in 16-byte loads (a kernel build of their own)
+    expected = gaussian3d.CHANNEL_SLICE_VARIANT if channels % 4 else gaussian3d.CHANNEL_SLICE_ROW16_VARIANT
+    assert kind == "slices" and all(variant is expected for variant, *_ in slices)
     assert [width for _, width, _, _ in slices] == [w for _, w in frontend.channel_slices(channels, 64)]
     for (first, _), (_, _, params, outputs) in zip(frontend.channel_slices(channels, 64), slices):
         assert isinstance(params, gaussian3d.Params3DGSChannelSlice) and params.channel_stride == channels
@@ -235,3 +237,38 @@ def test_channel_slice_params_extend_the_3dgs_params():
 
     assert Params3DGSChannelSlice._fields_[:-1] == Params3DGS._fields_
     assert Params3DGSChannelSlice.channel_stride.offset == ctypes.sizeof(Params3DGS)
+
+
+def test_colour_rows_of_a_multiple_of_4_floats_start_16_byte_aligned():
+    """The kernels read colour rows of a multiple of 4 floats in 16-byte loads: a contiguous view that starts
+    off a 16-byte boundary is copied (same values); aligned arrays and other channel counts are passed as they
+    are, without a copy."""
+    from gsplat_lpt.frontend import aligned_rows
+
+    storage = torch.arange(4 * 100 + 1, dtype=torch.float32)
+    aligned = storage[:400].view(50, 8)
+    assert aligned.data_ptr() % 16 == 0 and aligned_rows(aligned, 8) is aligned
+    shifted = storage[1:401].view(50, 8)  # 4 bytes past the boundary, contiguous
+    fixed = aligned_rows(shifted, 8)
+    assert fixed.data_ptr() % 16 == 0 and fixed.is_contiguous() and torch.equal(fixed, shifted)
+    odd = storage[1:401].view(80, 5)
+    assert aligned_rows(odd, 5) is odd
+
+
+@pytest.mark.parametrize("channels", [8, 32])
+def test_frame_hands_the_kernels_aligned_colour_rows(channels, monkeypatch):
+    """Frame3DGS: a colour view 4 bytes off a 16-byte boundary reaches the kernels as an aligned copy."""
+    from gsplat_lpt.variants import gaussian3d
+
+    monkeypatch.setattr(gaussian3d, "_FIRST_DEVICE_INDEX", -1)
+    args = frame(D=channels)
+    colors = args["colors"]
+    storage = torch.zeros(colors.numel() + 1)
+    shifted = storage[1:].view(colors.shape)
+    shifted.copy_(colors)
+    assert shifted.data_ptr() % 16 == 4
+    keys = ("means2d", "conics", "colors", "opacities", "backgrounds", "masks", "image_width", "image_height",
+            "tile_size", "isect_offsets", "flatten_ids", "packed")
+    args = {**args, "colors": shifted, "backgrounds": None, "masks": None, "packed": False}
+    ours = gaussian3d.Frame3DGS(*[args[k] for k in keys])
+    assert ours.colors.data_ptr() % 16 == 0 and torch.equal(ours.colors, colors)

@@ -136,9 +136,35 @@ def test_lpt_matches_gsplat_exactly(case, with_background, pixels_per_thread):
                                                   **extra)
     report = plan.report()
     assert report["chunked_tiles"] == 0
-    assert report["variant"] == ("3dgs_slice" if channels > constants.CHANNEL_SLICE else "3dgs")
+    sliced = "3dgs_slice" if channels % 4 else "3dgs_slice_row16"
+    assert report["variant"] == (sliced if channels > constants.CHANNEL_SLICE else "3dgs")
     assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
     assert torch.equal(last_ids, ref_last)
+
+
+@pytest.mark.parametrize("channels", [8, 32, 64, 128])
+@pytest.mark.parametrize("mode", ["lpt", "chunk"])
+def test_colour_rows_off_a_16_byte_boundary(channels, mode):
+    """Colour rows of a multiple of 4 floats are read in 16-byte loads: a colour view that starts 4 bytes past a
+    16-byte boundary (contiguous, as a slice of a flat buffer is) gives gsplat's image bit for bit, unchunked and
+    chunked, as the aligned array does."""
+    frame = project(*random_gaussians(2000, seed=channels, cluster=6000), *cameras(1, 160, 96), 160, 96,
+                    channels=channels, seed=3)
+    colors = frame["colors"]
+    storage = torch.empty(colors.numel() + 1, device="cuda")
+    shifted = storage[1:].view(colors.shape)
+    shifted.copy_(colors)
+    assert shifted.data_ptr() % 16 == 4 and shifted.is_contiguous()
+    ref_colors, ref_alphas, _ = gsplat_forward(frame)
+    config = LPTConfig(mode=mode, chunk_count=4)
+    aligned_out, shifted_out = (ours_forward({**frame, "colors": given}, config) for given in (colors, shifted))
+    assert torch.equal(shifted_out[0], aligned_out[0]) and torch.equal(shifted_out[1], aligned_out[1])
+    out_colors, out_alphas, _, plan = shifted_out
+    if mode == "lpt":
+        assert torch.equal(out_colors, ref_colors) and torch.equal(out_alphas, ref_alphas)
+    else:  # chunked: gsplat's image up to the rounding of Eq. (5) (test_chunked_modes_match_gsplat's bound)
+        assert plan.report()["chunked_tiles"] > 0
+        assert psnr(out_colors, ref_colors) >= 76.0 and psnr(out_alphas, ref_alphas) >= 76.0
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -316,7 +342,7 @@ def test_feature_maps_through_rasterization(packed, channel_chunk):
                                     channel_chunk=channel_chunk, backend=backend, lpt_config=LPTConfig(mode="lpt"))
                for backend in ("cuda", "lpt")]
     (ref_colors, ref_alphas, _), (colors, alphas, meta) = outputs
-    assert meta["lpt"]["variant"] == ("3dgs_slice" if channel_chunk == 128 else "3dgs")
+    assert meta["lpt"]["variant"] == ("3dgs_slice_row16" if channel_chunk == 128 else "3dgs")
     assert float(ref_alphas.mean()) > 0.05
     assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
 

@@ -18,8 +18,8 @@ from gsplat_lpt.variants import gaussian3d, surfel2d
 # (their kernels at 64 channels: colours not staged, rows of channel_stride floats)
 BUILDS = {**{name: (variant, 3) for name, variant in VARIANTS.items()},
           **{f"{variant.name} channel slice": (variant, constants.CHANNEL_SLICE)
-             for variant in (gaussian3d.CHANNEL_SLICE_VARIANT, surfel2d.COLOR_SLICE_VARIANT,
-                             surfel2d.LAST_SLICE_VARIANT)}}
+             for variant in (gaussian3d.CHANNEL_SLICE_VARIANT, gaussian3d.CHANNEL_SLICE_ROW16_VARIANT,
+                             surfel2d.COLOR_SLICE_VARIANT, surfel2d.LAST_SLICE_VARIANT)}}
 
 
 def test_kernel_sources_are_found():

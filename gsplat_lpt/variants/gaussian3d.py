@@ -141,7 +141,7 @@ class Frame3DGS:
         else:
             self.padding = 0
         self.means2d, self.conics = means2d.contiguous(), conics.contiguous()
-        self.colors, self.opacities = colors.contiguous(), opacities.contiguous()
+        self.colors, self.opacities = frontend.aligned_rows(colors.contiguous(), channels), opacities.contiguous()
         self.backgrounds = None if backgrounds is None else backgrounds.contiguous()
         self.masks = masks
         self.channels = channels
@@ -184,12 +184,14 @@ class Frame3DGS:
     def _render_slices(self, config, chunking_allowed, reason, colors_at, backgrounds_at, render_colors_at, alphas_at,
                        last_ids_at) -> FramePlan:
         """A wide feature map, constants.CHANNEL_SLICE channels at a time (kernels/blend_3dgs.cu,
-        Gaussian3DGSChannelSlice): each slice's pointers moved to its first channel (4 bytes a channel)."""
+        Gaussian3DGSChannelSlice, or Gaussian3DGSChannelSliceRow16 where the rows are a multiple of 4 floats):
+        each slice's pointers moved to its first channel (4 bytes a channel)."""
         C, slices = self.channels, []
+        variant = CHANNEL_SLICE_VARIANT if C & 3 else CHANNEL_SLICE_ROW16_VARIANT
         for first, width in frontend.channel_slices(C, constants.CHANNEL_SLICE):
             params = Params3DGSChannelSlice(self.means2d.data_ptr(), self.conics.data_ptr(), self.opacities.data_ptr(),
                                             colors_at + 4 * first, backgrounds_at + 4 * first if backgrounds_at else 0, C)
-            slices.append((CHANNEL_SLICE_VARIANT, width, params,
+            slices.append((variant, width, params,
                            Outputs3DGS(render_colors_at + 4 * first, alphas_at, last_ids_at)))
         return frontend.render_slices(self.inter, slices, self.device, config, chunking_allowed, reason)
 
@@ -284,3 +286,6 @@ VARIANT = register(Variant(
 # picks them; not a gsplat function of its own).
 CHANNEL_SLICE_VARIANT = dataclasses.replace(VARIANT, name="3dgs_slice", gsplat_function="",
                                             traits="Gaussian3DGSChannelSlice", params_struct=Params3DGSChannelSlice)
+# ... of a map whose channel count is a multiple of 4: colour rows read in 16-byte loads.
+CHANNEL_SLICE_ROW16_VARIANT = dataclasses.replace(CHANNEL_SLICE_VARIANT, name="3dgs_slice_row16",
+                                                  traits="Gaussian3DGSChannelSliceRow16")

@@ -268,7 +268,8 @@ class Frame3DGUT:
         colors, backgrounds, self.padding = frontend.pad_channels(colors, backgrounds)
         contiguous = lambda t: None if t is None else t.contiguous()  # noqa: E731
         self.means, self.quats, self.scales = means.contiguous(), quats.contiguous(), scales.contiguous()
-        self.colors, self.opacities, self.backgrounds = colors.contiguous(), opacities.contiguous(), contiguous(backgrounds)
+        self.colors = frontend.aligned_rows(colors.contiguous(), colors.shape[-1])
+        self.opacities, self.backgrounds = opacities.contiguous(), contiguous(backgrounds)
         self.viewmats, self.Ks, self.viewmats_rs = viewmats.contiguous(), Ks.contiguous(), contiguous(viewmats_rs)
         self.radial_coeffs, self.tangential_coeffs = contiguous(radial_coeffs), contiguous(tangential_coeffs)
         self.thin_prism_coeffs = contiguous(thin_prism_coeffs)

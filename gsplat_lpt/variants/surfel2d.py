@@ -134,7 +134,7 @@ class Frame2DGS:
         self.image_dims = tuple(isect_offsets.shape[:-2])
         colors, backgrounds, self.padding = pad_channels(colors, backgrounds)
         self.means2d, self.ray_transforms = means2d.contiguous(), ray_transforms.contiguous()
-        self.colors, self.opacities = colors.contiguous(), opacities.contiguous()
+        self.colors, self.opacities = frontend.aligned_rows(colors.contiguous(), colors.shape[-1]), opacities.contiguous()
         self.normals, self.densify = normals.contiguous(), densify.contiguous()
         self.backgrounds = None if backgrounds is None else backgrounds.contiguous()
         self.masks = masks
