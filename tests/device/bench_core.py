@@ -83,9 +83,25 @@ def bonsai_frame(views=4, width=1920, height=1080):
     return "bonsai (4-view orbit)", project(*bonsai_gaussians(views, width, height))
 
 
-def bonsai_gaussians(views=4, width=1920, height=1080):
-    """The trained bonsai scene (CUDA) seen by `views` cameras orbiting it: (means, quats, scales, opacities,
-    colors, viewmats, Ks, width, height), the arguments of every variant's projection."""
+# Real frames unlike the orbit the backend was tuned on: the trained bonsai from far away (the scene a small, dense
+# patch of the image: few heavy tiles of opaque stacks that saturate early) and from close by (large Gaussians
+# over every tile). name -> (views, width, height, orbit radius).
+BONSAI_VIEWS = {
+    "bonsai-far": (1, 1920, 1080, 8.0),
+    "bonsai-far-4k": (1, 3840, 2160, 14.0),
+    "bonsai-close": (4, 1920, 1080, 1.1),
+}
+
+
+def bonsai_view_frame(name):
+    views, width, height, radius = BONSAI_VIEWS[name]
+    return (f"{name} ({views} view{'s' if views > 1 else ''} {width}x{height}, r {radius:g})",
+            project(*bonsai_gaussians(views, width, height, radius)))
+
+
+def bonsai_gaussians(views=4, width=1920, height=1080, radius=2.2):
+    """The trained bonsai scene (CUDA) seen by `views` cameras orbiting it at `radius`: (means, quats, scales,
+    opacities, colors, viewmats, Ks, width, height), the arguments of every variant's projection."""
     raw = np.fromfile(data_dir() / "bonsai-7k-mini.splat", dtype=np.uint8).reshape(-1, 32)
     floats = raw[:, :24].copy().view(np.float32).reshape(-1, 6)
     rgba = raw[:, 24:28].astype(np.float32) / 255.0
@@ -95,7 +111,8 @@ def bonsai_gaussians(views=4, width=1920, height=1080):
     means, scales, opacities, colors = to(floats[:, :3]), to(floats[:, 3:6]), to(rgba[:, 3]), to(rgba[:, :3])
     centre = means.median(dim=0).values.cpu().numpy()
     angles = np.linspace(0, 2 * np.pi, views, endpoint=False)
-    viewmats = torch.stack([look_at(centre + np.array([2.2 * math.cos(a), -0.8, 2.2 * math.sin(a)]), centre)
+    lift = -0.8 * radius / 2.2
+    viewmats = torch.stack([look_at(centre + np.array([radius * math.cos(a), lift, radius * math.sin(a)]), centre)
                             for a in angles]).cuda()
     focal = 0.9 * width
     Ks = torch.tensor([[focal, 0, width / 2], [0, focal, height / 2], [0, 0, 1.0]]).repeat(views, 1, 1).cuda()
@@ -304,7 +321,7 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=
                 configs["auto-chunkblocks"] = auto.replace(warp_shape="chunk-blocks")
                 configs["auto-lptblocks"] = auto.replace(warp_shape="chunked-lpt-blocks")
     grid_k = grid_k or ((4, 8, 16, 32, 64) if NEW_CORE else (4, 8, 16))
-    if fixed_grid and "balanced" not in name and "bonsai" not in name:  # (the balanced frames: auto never chunks)
+    if fixed_grid and not name.startswith(("ladder:balanced", "bonsai (")):  # (balanced: auto never chunks)
         for rho in rhos:
             for k in grid_k:
                 configs[f"fixed({rho},{k})"] = LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
@@ -411,7 +428,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--ladder", nargs="*", default=["balanced", "mild", "moderate", "street", "severe", "extreme",
                                                          "rig", "foliage", "mixed", "veil", "fog"])
-    parser.add_argument("--real", nargs="*", default=["bonsai", "garden"])
+    parser.add_argument("--real", nargs="*", default=["bonsai", "garden"],
+                        choices=["bonsai", "garden", *BONSAI_VIEWS], help="real frames (bonsai-*: other views)")
     parser.add_argument("--fixed-grid", action="store_true")
     parser.add_argument("--rhos", nargs="+", type=float, default=[0.001, 0.005, 0.02, 0.05],
                         help="heavy ratios of the fixed grid")
@@ -437,7 +455,8 @@ def main() -> None:
         print(f"auto uses the calibrated lambda = {policy['overhead_lambda']}, beta = {policy['imbalance_beta']}")
     args.out.mkdir(parents=True, exist_ok=True)
     frames = list(ladder_frames(args.ladder))
-    frames += [{"bonsai": bonsai_frame, "garden": garden_frame}[name]() for name in args.real]
+    frames += [{"bonsai": bonsai_frame, "garden": garden_frame}[name]() if name in ("bonsai", "garden")
+               else bonsai_view_frame(name) for name in args.real]
     rows = []
     for name, frame in frames:
         grid = [tuple(float(x) for x in pair.split(":")) for pair in args.policy_grid]
