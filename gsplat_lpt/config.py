@@ -38,6 +38,12 @@ def warp_block_bits(warp_shape: str, tile_size: int, chunked_blocks: bool = Fals
 # kernels that read colours from global memory; with staged colours (faster blending, relatively dearer
 # chunks) beta = 2 chunks fewer items: within 4% of the best fixed schedule on every imbalanced ladder frame
 # on the GPU's time (mean 0.4% above it), against 6% (mean 2.4%) with beta = 3 in the same run.
+# k the policy chooses among. Not 2: on a (rho, k) grid with k = 2 to 64 over seven imbalanced frames (five
+# ladder frames, the trained bonsai from 8 units at 1080p and from 14 at 4K; one NVIDIA H200, GPU time,
+# examples/results/bench_grid_k2_h200.json), the best schedule with k = 2 was never faster than the best with
+# k = 4 (equal on the 4K view, 1.03-1.9x slower elsewhere), yet Eq. (6) chose k = 2 on both bonsai views; on the
+# 1080p one auto then took 1.04x and 1.07x the best schedule's time in two runs, and (h, 4) was the best schedule.
+DEFAULT_CHUNK_COUNTS = (4, 8, 16, 32, 64)
 DEFAULT_OVERHEAD_LAMBDA = 2048.0
 DEFAULT_IMBALANCE_BETA = 2.0
 # sigma, how long the heaviest item takes per unit of predicted cost against the mean CTA's work: LPT starts it
@@ -82,7 +88,7 @@ class LPTConfig:
     # the mean CTA's; frames with sigma N_1 (1 - min_gain) <= N_total / K are left to LPT alone
     chunked_cost_floor: float = DEFAULT_CHUNKED_COST_FLOOR  # "auto" chunks only items whose predicted cost is
     # above this multiple of the mean work per CTA, N_total / K (0, the default: every h up to max_chunked_tiles)
-    chunk_counts: Tuple[int, ...] = (2, 4, 8, 16, 32, 64)  # candidate k for "auto"
+    chunk_counts: Tuple[int, ...] = DEFAULT_CHUNK_COUNTS  # candidate k for "auto"
     max_chunked_tiles: int = 255  # upper bound on h searched by "auto" (the plan sorts about that many items exactly)
     max_chunks: int = 4096  # upper bound on h * k: the partial buffers never hold more chunks
     co_execute: bool = True  # run the LPT kernel beside the chunk kernel (else after it)

@@ -28,10 +28,14 @@ def main() -> None:
     parser.add_argument("--head", type=int, default=1024, help="how many of the heaviest predicted costs to keep")
     parser.add_argument("--mode", default="auto", help="the mode of the calls (lpt: costs fed back by LPT alone)")
     parser.add_argument("--heavy-item-pace", type=float, default=LPTConfig.heavy_item_pace)
+    parser.add_argument("--ladder", nargs="*", default=["balanced", "mild", "moderate", "street", "severe", "extreme",
+                                                         "rig", "foliage", "mixed"])
+    parser.add_argument("--real", nargs="*", default=["bonsai", "garden"],
+                        choices=["bonsai", "garden", *bench_core.BONSAI_VIEWS])
     args = parser.parse_args()
-    frames = list(bench_core.ladder_frames(["balanced", "mild", "moderate", "street", "severe", "extreme", "rig",
-                                            "foliage", "mixed"]))
-    frames += [bench_core.bonsai_frame(), bench_core.garden_frame()]
+    frames = list(bench_core.ladder_frames(args.ladder))
+    frames += [{"bonsai": bench_core.bonsai_frame, "garden": bench_core.garden_frame}[name]()
+               if name in ("bonsai", "garden") else bench_core.bonsai_view_frame(name) for name in args.real]
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name, frame in frames:
