@@ -131,6 +131,16 @@ struct Gaussian3DGS {
     using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGS, CDIM>;
 };
 
+// Maps of 5, 9, 17 or 33 channels (gsplat's own odd counts: a feature map plus one): the front end hands the kernels
+// a copy of the colours with rows of CDIM rounded up to a multiple of 4 floats (zeros after CDIM), read in 16-byte
+// loads; the same sums, backgrounds and render_colors in rows of CDIM.
+struct Gaussian3DGSPaddedRows : Gaussian3DGS {
+    static constexpr bool kPaddedColorRows = true;
+
+    template <unsigned CDIM>
+    using Accumulator = lpt::PlainColorAccumulator<Gaussian3DGSPaddedRows, CDIM>;
+};
+
 // A slice of the channels of a wide feature map: the same evaluation, colours read and written CDIM at a time
 // from rows of channel_stride floats (the pointers in Params are the slice's first channel). The runtime blends a
 // map of more than constants.CHANNEL_SLICE channels one slice after the other with one plan (alphas and last_ids

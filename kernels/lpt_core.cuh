@@ -218,11 +218,11 @@ struct ColorAccumulator {
 #pragma unroll
         for (unsigned k = 0; k < CDIM; ++k) color[k] += c_ptr[k] * vis;
     }
-    // The same products and sums as add_color, the row read in 16-byte loads: CDIM a multiple of 4 and c_ptr
-    // 16-byte aligned (the caller's guarantee). All lanes of a warp blend the same Gaussian, so each load is one
-    // broadcast: a quarter as many load instructions per blended Gaussian.
+    // The same products and sums as add_color, the row read in 16-byte loads: c_ptr 16-byte aligned and the row
+    // readable up to CDIM rounded up to a multiple of 4 floats (the caller's guarantee; floats past CDIM are
+    // loaded and not used). All lanes of a warp blend the same Gaussian, so each load is one broadcast: about a
+    // quarter as many load instructions per blended Gaussian.
     __device__ void add_color_row16(const float* __restrict__ c_ptr, float vis) {
-        static_assert(CDIM % 4 == 0, "add_color_row16: rows of a multiple of 4 floats");
         const float4* row = reinterpret_cast<const float4*>(c_ptr);
 #pragma unroll
         for (unsigned j = 0; j < CDIM / 4; ++j) {
@@ -231,6 +231,12 @@ struct ColorAccumulator {
             color[4 * j + 1] += c.y * vis;
             color[4 * j + 2] += c.z * vis;
             color[4 * j + 3] += c.w * vis;
+        }
+        if constexpr (CDIM % 4 != 0) {  // the last, partly used 16 bytes
+            const float4 c = __ldg(row + CDIM / 4);
+            const float loaded[3] = {c.x, c.y, c.z};
+#pragma unroll
+            for (unsigned i = 0; i < CDIM % 4; ++i) color[CDIM / 4 * 4 + i] += loaded[i] * vis;
         }
     }
     // Row g of a [rows, row_floats] colour array (CDIM of its floats) into one float4 (CDIM <= 4; the rest 0),
@@ -296,6 +302,22 @@ __device__ inline long long color_row_floats(const typename V::Params& p) {
 // aligned colour array (gsplat_lpt.frontend.aligned_rows) whose rows hold a multiple of 4 floats.
 LPT_OPTIONAL_FLAG(AlignedColorRows, kAlignedColorRows, false)
 
+// Whether a variant's colour rows hold CDIM rounded up to a multiple of 4 floats (the front end's padded copy of a
+// map of 5, 9, 17 or 33 channels, so that the rows are read in 16-byte loads; backgrounds and render_colors keep
+// rows of CDIM): its kPaddedColorRows, false where it declares none.
+LPT_OPTIONAL_FLAG(PadsColorRows, kPaddedColorRows, false)
+
+// Floats per row of the colours the kernels read: color_row_floats, or CDIM rounded up to a multiple of 4 for a
+// variant with kPaddedColorRows.
+template <class V, unsigned CDIM>
+__device__ inline long long color_input_row_floats(const typename V::Params& p) {
+    if constexpr (PadsColorRows<V>::value) {
+        return (CDIM + 3) / 4 * 4;
+    } else {
+        return color_row_floats<V, CDIM>(p);
+    }
+}
+
 // The accumulator of a variant that blends colours only: the CDIM floats of row g of Params::colors (rows of
 // color_row_floats), and gsplat's colours, alphas and last_ids written through Outputs (3DGS, 3DGUT, the colour
 // slices of 2DGS). Staged: the colour rows are staged with the batch where CDIM <= 4 (false for 3DGUT: its
@@ -307,18 +329,19 @@ LPT_OPTIONAL_FLAG(AlignedColorRows, kAlignedColorRows, false)
 template <class V, unsigned CDIM, bool Staged = true>
 struct PlainColorAccumulator : ColorAccumulator<CDIM> {
     static constexpr bool kStagedColor = ColorAccumulator<CDIM>::kStagedColor && Staged;
-    static constexpr bool kRow16 = !kStagedColor && CDIM % 4 == 0 && AlignedColorRows<V>::value;
+    static constexpr bool kRow16 =
+        !kStagedColor && (CDIM % 4 == 0 || PadsColorRows<V>::value) && AlignedColorRows<V>::value;
     static __device__ void stage_color(const typename V::Params& p, int g, float4& staged) {
-        ColorAccumulator<CDIM>::stage_color_row(p.colors, g, staged, color_row_floats<V, CDIM>(p));
+        ColorAccumulator<CDIM>::stage_color_row(p.colors, g, staged, color_input_row_floats<V, CDIM>(p));
     }
     __device__ void add(const typename V::Params& p, const typename V::Staged&, const float4& staged_color, int g,
                         float vis, float, unsigned) {
         if constexpr (kStagedColor) {
             this->add_staged_color(staged_color, vis);
         } else if constexpr (kRow16) {
-            this->add_color_row16(p.colors + (long long)g * color_row_floats<V, CDIM>(p), vis);
+            this->add_color_row16(p.colors + (long long)g * color_input_row_floats<V, CDIM>(p), vis);
         } else {
-            this->add_color(p.colors + (long long)g * color_row_floats<V, CDIM>(p), vis);
+            this->add_color(p.colors + (long long)g * color_input_row_floats<V, CDIM>(p), vis);
         }
     }
     __device__ void write(const typename V::Params& p, const typename V::Outputs& out, const PixelSlot& slot, float T,

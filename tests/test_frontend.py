@@ -272,3 +272,26 @@ def test_frame_hands_the_kernels_aligned_colour_rows(channels, monkeypatch):
     args = {**args, "colors": shifted, "backgrounds": None, "masks": None, "packed": False}
     ours = gaussian3d.Frame3DGS(*[args[k] for k in keys])
     assert ours.colors.data_ptr() % 16 == 0 and torch.equal(ours.colors, colors)
+
+
+@pytest.mark.parametrize("channels", [5, 9, 16, 17, 33])
+def test_odd_channel_counts_reach_the_kernels_in_padded_rows(channels, monkeypatch):
+    """Maps of 5, 9, 17 and 33 channels (gsplat's own counts) reach the kernels as a copy whose rows are padded
+    with zeros to a multiple of 4 floats (16-byte loads); the frame keeps the caller's colours (autograd saves
+    them for gsplat's backward) and the output keeps their width. Other counts are read as they are."""
+    from gsplat_lpt.variants import gaussian3d
+
+    monkeypatch.setattr(gaussian3d, "_FIRST_DEVICE_INDEX", -1)
+    args = {**frame(D=channels), "backgrounds": None, "masks": None, "packed": False}
+    keys = ("means2d", "conics", "colors", "opacities", "backgrounds", "masks", "image_width", "image_height",
+            "tile_size", "isect_offsets", "flatten_ids", "packed")
+    ours = gaussian3d.Frame3DGS(*[args[k] for k in keys])
+    assert ours.colors is args["colors"] and ours.channels == channels
+    if channels % 4 == 0:
+        assert ours.variant is gaussian3d.VARIANT and ours.kernel_colors is ours.colors
+        return
+    width = (channels + 3) // 4 * 4
+    assert ours.variant is gaussian3d.PADDED_ROWS_VARIANT
+    assert ours.kernel_colors.shape == (*args["colors"].shape[:-1], width) and ours.kernel_colors.is_contiguous()
+    assert torch.equal(ours.kernel_colors[..., :channels], args["colors"])
+    assert not ours.kernel_colors[..., channels:].any() and ours.kernel_colors.data_ptr() % 16 == 0

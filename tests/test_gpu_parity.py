@@ -110,6 +110,9 @@ CASES = [
     ("tile32", 2000, 1, 130, 70, 32, 3, 0),
     ("one-channel", 2000, 1, 96, 64, 16, 1, 0),
     ("channels-32", 1500, 1, 96, 64, 16, 32, 0),
+    ("channels-9", 1500, 2, 96, 64, 16, 9, 0),  # 9, 17, 33: colour rows padded to a multiple of 4 floats
+    ("channels-17", 1500, 1, 96, 64, 16, 17, 0),
+    ("heavy-channels-33", 3000, 1, 200, 120, 16, 33, 20000),
     ("heavy-tile", 3000, 1, 200, 120, 16, 3, 20000),
     ("heavy-multicam", 3000, 3, 200, 120, 16, 4, 8000),
     ("heavy-opaque", 3000, 1, 200, 120, 16, 3, -20000),  # negative cluster: opaque stack, saturates early
@@ -136,13 +139,16 @@ def test_lpt_matches_gsplat_exactly(case, with_background, pixels_per_thread):
                                                   **extra)
     report = plan.report()
     assert report["chunked_tiles"] == 0
-    sliced = "3dgs_slice" if channels % 4 else "3dgs_slice_row16"
-    assert report["variant"] == (sliced if channels > constants.CHANNEL_SLICE else "3dgs")
+    if channels > constants.CHANNEL_SLICE:
+        expected = "3dgs_slice" if channels % 4 else "3dgs_slice_row16"
+    else:
+        expected = "3dgs_padded_rows" if channels % 4 and channels > 4 else "3dgs"
+    assert report["variant"] == expected
     assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
     assert torch.equal(last_ids, ref_last)
 
 
-@pytest.mark.parametrize("channels", [8, 32, 64, 128])
+@pytest.mark.parametrize("channels", [8, 17, 32, 64, 128])
 @pytest.mark.parametrize("mode", ["lpt", "chunk"])
 def test_colour_rows_off_a_16_byte_boundary(channels, mode):
     """Colour rows of a multiple of 4 floats are read in 16-byte loads: a colour view that starts 4 bytes past a

@@ -19,7 +19,9 @@ from gsplat_lpt.variants import gaussian3d, surfel2d
 BUILDS = {**{name: (variant, 3) for name, variant in VARIANTS.items()},
           **{f"{variant.name} channel slice": (variant, constants.CHANNEL_SLICE)
              for variant in (gaussian3d.CHANNEL_SLICE_VARIANT, gaussian3d.CHANNEL_SLICE_ROW16_VARIANT,
-                             surfel2d.COLOR_SLICE_VARIANT, surfel2d.LAST_SLICE_VARIANT)}}
+                             surfel2d.COLOR_SLICE_VARIANT, surfel2d.LAST_SLICE_VARIANT)},
+          # colour rows padded to a multiple of 4 floats (maps of 5, 9, 17 and 33 channels)
+          "3dgs padded rows": (gaussian3d.PADDED_ROWS_VARIANT, 17)}
 
 
 def test_kernel_sources_are_found():
