@@ -28,14 +28,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def run(frames, graphs: bool = False, modes=("vanilla", "auto", "lpt")) -> None:
     import gsplat_lpt
-    from bench_core import bonsai_frame, ladder_frames
+    from bench_core import BONSAI_VIEWS, bonsai_frame, bonsai_view_frame, garden_frame, ladder_frames
     from gsplat_lpt import LPTConfig
     from gsplat_lpt.hook import original
 
     gsplat_blend = original("rasterize_to_pixels")
-    all_frames = list(ladder_frames([f for f in frames if f not in ("bonsai",)]))
+    real = ("bonsai", "garden", *BONSAI_VIEWS)
+    all_frames = list(ladder_frames([f for f in frames if f not in real]))
     if "bonsai" in frames:
         all_frames.append(bonsai_frame())
+    if "garden" in frames:
+        all_frames.append(garden_frame())
+    all_frames += [bonsai_view_frame(f) for f in frames if f in BONSAI_VIEWS]
     for name, frame in all_frames:
         calls = {"vanilla": lambda: gsplat_blend(**frame),
                  "auto": lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="auto")),
