@@ -323,9 +323,10 @@ __device__ inline long long color_input_row_floats(const typename V::Params& p) 
 // slices of 2DGS). Staged: the colour rows are staged with the batch where CDIM <= 4 (false for 3DGUT: its
 // per-pixel ray state already fills the registers, and the staged row pushed its colour sums into local memory
 // inside the per-Gaussian loop). Rows that are not staged are read in 16-byte loads where the variant's rows are
-// aligned (kAlignedColorRows) and CDIM is a multiple of 4, else one float at a time. (H200, 3DGS on the bonsai
-// orbit, GPU time x gsplat's blend, scalar -> 16-byte loads: 8 channels 1.28 -> 1.39, 16: 1.12 -> 1.29, 32: 1.02
-// either way, 64: 1.33 -> 1.36, 128 in slices of 64: 1.70 -> 1.75; the same floats.)
+// aligned (kAlignedColorRows) and CDIM is a multiple of 4 or the rows are padded to one (kPaddedColorRows), else
+// one float at a time. (H200, 3DGS on the bonsai orbit, GPU time x gsplat's blend, scalar -> 16-byte loads: 8
+// channels 1.28 -> 1.40, 16: 1.12 -> 1.29, 32: 1.02 either way, 64: 1.33 -> 1.37, 128 in slices of 64: 1.70 ->
+// 1.75; the same floats.)
 template <class V, unsigned CDIM, bool Staged = true>
 struct PlainColorAccumulator : ColorAccumulator<CDIM> {
     static constexpr bool kStagedColor = ColorAccumulator<CDIM>::kStagedColor && Staged;
