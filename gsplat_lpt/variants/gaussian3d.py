@@ -141,16 +141,25 @@ class Frame3DGS:
         else:
             self.padding = 0
         self.means2d, self.conics = means2d.contiguous(), conics.contiguous()
-        self.colors, self.opacities = frontend.aligned_rows(colors.contiguous(), channels), opacities.contiguous()
+        self.colors, self.opacities = colors.contiguous(), opacities.contiguous()
         self.backgrounds = None if backgrounds is None else backgrounds.contiguous()
         self.masks = masks
         self.channels = channels
-        # what the kernels read: the colours, or for 5, 9, 17 and 33 channels a copy with rows padded to a multiple
-        # of 4 floats (PADDED_ROWS_VARIANT)
-        self.variant, self.kernel_colors = VARIANT, self.colors
-        if channels & 3 and 4 < channels <= constants.CHANNEL_SLICE:
+        self.variant, self.kernel_colors = VARIANT, self.colors  # what the kernels read
+        if channels > 4:  # (up to 4 channels the kernels stage the rows in shared memory)
+            self._rows_in_16_byte_loads()
+
+    def _rows_in_16_byte_loads(self):
+        """Feature maps: the kernels read colour rows in 16-byte loads (kernels/lpt_core.cuh, kAlignedColorRows).
+        Rows of a multiple of 4 floats: the colours, at a 16-byte aligned address. Maps of 5, 9, 17 and 33
+        channels: a copy with rows padded to a multiple of 4 floats (PADDED_ROWS_VARIANT). Wider maps of other
+        counts are blended in slices that read one float at a time."""
+        C = self.channels
+        if not C & 3:
+            self.colors = self.kernel_colors = frontend.aligned_rows(self.colors, C)
+        elif C <= constants.CHANNEL_SLICE:
             self.variant = PADDED_ROWS_VARIANT
-            self.kernel_colors = torch.nn.functional.pad(self.colors.detach(), (0, 4 - (channels & 3)))
+            self.kernel_colors = torch.nn.functional.pad(self.colors.detach(), (0, 4 - (C & 3)))
 
     def _validate(self, means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size,
                   isect_offsets, flatten_ids, packed):
