@@ -7,7 +7,7 @@ checkouts' outputs are equal (each earlier one against this one), mode by mode: 
 float where it was.
 
     PYTHONPATH=.baseline python3 tests/device/ab_kernels.py --baseline-module gsplat_lpt_before [other ...] \
-        [--channels 3 8 16 32 64 128] [--channels-2dgs 4 16] [--repeats 15] [--out DIR]
+        [--channels 3 8 16 32 64 128] [--channels-2dgs 4 16] [--real garden 1x320x240] [--repeats 15] [--out DIR]
 """
 
 from __future__ import annotations
@@ -23,19 +23,30 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_core import bonsai_gaussians, ladder_frames, on_stream, project, time_interleaved  # noqa: E402
+from bench_core import (BONSAI_VIEWS, bonsai_gaussians, bonsai_view_frame, garden_frame, ladder_frames,  # noqa: E402
+                        on_stream, project, time_interleaved)
 from bench_shapes import with_channels  # noqa: E402
 
 import gsplat_lpt  # noqa: E402
 from gsplat_lpt.hook import original  # noqa: E402
 
 
-def frames_3dgs(channel_counts, ladder):
+def frames_3dgs(channel_counts, ladder, real=()):
     bonsai = project(*bonsai_gaussians(4, 1920, 1080))
     for channels in channel_counts:
         yield f"3dgs bonsai 4x1080p {channels} ch", with_channels(bonsai, channels)
     for name, frame in ladder_frames(ladder):
         yield f"3dgs {name} 3 ch", frame
+    for name in real:  # real frames, small ones among them (where a few us of plan and launch weigh most)
+        if name == "garden":
+            label, frame = garden_frame()
+            yield "3dgs " + label, frame
+        elif name in BONSAI_VIEWS:
+            label, frame = bonsai_view_frame(name)
+            yield "3dgs " + label, frame
+        else:  # "VIEWSxWIDTHxHEIGHT": the bonsai orbit at that size, e.g. 1x320x240
+            views, width, height = (int(v) for v in name.split("x"))
+            yield f"3dgs bonsai {name}", project(*bonsai_gaussians(views, width, height))
 
 
 def frames_2dgs(channel_counts, ladder):
@@ -77,11 +88,14 @@ def main() -> None:
     parser.add_argument("--channels-2dgs", nargs="*", type=int, default=[4, 16])
     parser.add_argument("--ladder", nargs="*", default=["balanced", "street"])
     parser.add_argument("--ladder-2dgs", nargs="*", default=["balanced"])
+    parser.add_argument("--real", nargs="*", default=[],
+                        help="3DGS real frames: garden, " + ", ".join(BONSAI_VIEWS) + ", or the bonsai orbit as "
+                             "VIEWSxWIDTHxHEIGHT (e.g. 1x320x240)")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     args = parser.parse_args()
     packages = {"now": gsplat_lpt, **{name: importlib.import_module(name) for name in args.baseline_module}}
-    work = [(name, frame, "rasterize_to_pixels") for name, frame in frames_3dgs(args.channels, args.ladder)]
+    work = [(name, frame, "rasterize_to_pixels") for name, frame in frames_3dgs(args.channels, args.ladder, args.real)]
     work += [(name, frame, "rasterize_to_pixels_2dgs")
              for name, frame in frames_2dgs(args.channels_2dgs, args.ladder_2dgs)]
     rows = []
