@@ -142,18 +142,12 @@ def _merge_reports(reports: List[Mapping], mode: str) -> Mapping:
     return {**first, "channel_chunks": reports}
 
 
-def _require_cuda_inputs(function: Callable, args, kwargs) -> None:
-    """backend="lpt" renders CUDA tensors: say so before gsplat's projection fails on a CPU tensor."""
-    import inspect
-
+def _require_cuda_inputs(names, args, kwargs) -> None:
+    """backend="lpt" renders CUDA tensors: say so before gsplat's projection fails on a CPU tensor. `names`: the
+    wrapped function's parameter names in order (for positional arguments)."""
     import torch
 
-    try:
-        names = list(inspect.signature(function).parameters)
-    except (TypeError, ValueError):
-        names = []
-    named = list(zip(names, args)) + list(kwargs.items())
-    for name, value in named:
+    for name, value in [*zip(names, args), *kwargs.items()]:
         if isinstance(value, torch.Tensor) and value.device.type != "cuda":
             from .errors import LPTInputError
 
@@ -161,12 +155,73 @@ def _require_cuda_inputs(function: Callable, args, kwargs) -> None:
             raise LPTInputError(f"{name} is on {value.device}; backend='lpt' renders CUDA tensors only{available}")
 
 
-def _make_rasterization_wrapper(original: Callable) -> Callable:
+# Feature maps that `gsplat.rasterization` hands to backend="lpt" whole where the caller leaves `channel_chunk` at its
+# default (gsplat's calls of 32 channels): the widths the backend blends in 64-channel kernels without padding.
+# H200, bonsai orbit 4 x 1080p, GPU time of the whole `rasterization` call against gsplat's, in calls of 32 channels
+# -> whole (tests/device/bench_channel_chunk.py, the same images bit for bit): 64 channels 1.02x -> 1.19x, 128
+# 1.02x -> 1.19x, 256 1.02x -> 1.21x. Other widths keep gsplat's chunks: whole, a 48-channel map (padded to 64)
+# took 0.94x against 1.08x in chunks, a 96-channel one (padded to 128) 0.90x against 1.02x.
+WHOLE_MAP_CHANNELS = (64, 128, 256, 512)
+
+
+def _parameter_reader(function: Callable) -> Callable:
+    """value(args, kwargs, name, default): an argument of `function` by name, given by keyword or by position."""
+    import inspect
+
+    try:
+        positions = {name: i for i, name in enumerate(inspect.signature(function).parameters)}
+    except (TypeError, ValueError):
+        positions = {}
+
+    def value(args, kwargs, name, default=None):
+        if name in kwargs:
+            return kwargs[name]
+        position = positions.get(name)
+        return args[position] if position is not None and position < len(args) else default
+
+    value.positions = positions
+    return value
+
+
+def whole_map_chunk(args, kwargs, value) -> Optional[int]:
+    """The channel_chunk that hands a `rasterization` call's feature map to the backend in one call, or None to
+    keep the caller's: no channel_chunk given, 3DGS (no eval3d), colours without spherical harmonics whose
+    blended width (plus the depth channel of RGB+D / RGB+ED) is one of WHOLE_MAP_CHANNELS, and no gradients
+    (a training step keeps gsplat's chunks, so gsplat's backward runs on the widths it always had)."""
+    import torch
+
+    if "channel_chunk" in kwargs or len(args) > value.positions.get("channel_chunk", len(args)):
+        return None
+    if value(args, kwargs, "sh_degree") is not None or value(args, kwargs, "with_eval3d", False) \
+            or value(args, kwargs, "with_ut", False):
+        return None
+    colors, mode = value(args, kwargs, "colors"), value(args, kwargs, "render_mode", "RGB")
+    if not isinstance(colors, torch.Tensor) or colors.dim() == 0 or mode not in ("RGB", "RGB+D", "RGB+ED"):
+        return None
+    width = colors.shape[-1] + (mode != "RGB")
+    if width not in WHOLE_MAP_CHANNELS:
+        return None
+    if torch.is_grad_enabled():
+        for name in ("means", "quats", "scales", "opacities", "colors", "viewmats", "Ks", "covars", "backgrounds"):
+            tensor = value(args, kwargs, name)
+            if isinstance(tensor, torch.Tensor) and tensor.requires_grad:
+                return None
+    return width
+
+
+def _make_rasterization_wrapper(original: Callable, whole_maps: bool = False) -> Callable:
+    """`original` wrapped to take backend= and lpt_config=; whole_maps: gsplat's `rasterization` (3DGS / 3DGUT),
+    whose feature maps of WHOLE_MAP_CHANNELS go to backend="lpt" in one call (whole_map_chunk)."""
+    value = _parameter_reader(original)
+
     @functools.wraps(original)
     def rasterization(*args, backend: Optional[str] = None, lpt_config: Optional[LPTConfig] = None, **kwargs):
         choice = resolve_backend(backend, lpt_config)
         if choice.name == "lpt":
-            _require_cuda_inputs(original, args, kwargs)
+            _require_cuda_inputs(value.positions, args, kwargs)
+            chunk = whole_map_chunk(args, kwargs, value) if whole_maps else None
+            if chunk is not None:
+                kwargs["channel_chunk"] = chunk
         backend_token = _active_backend.set(choice)
         reports: List[Dict[str, Any]] = []
         reports_token = _schedule_reports.set(reports)
@@ -204,7 +259,7 @@ def install() -> None:
         if getattr(current, "__gsplat_lpt_wrapper__", False):
             continue
         _originals[name] = current
-        wrapped = _make_rasterization_wrapper(current)
+        wrapped = _make_rasterization_wrapper(current, whole_maps=name == "rasterization")
         setattr(rendering, name, wrapped)
         setattr(gsplat, name, wrapped)
 

@@ -353,6 +353,31 @@ def test_feature_maps_through_rasterization(packed, channel_chunk):
     assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
 
 
+@pytest.mark.parametrize("channels", [64, 128])
+def test_whole_feature_maps_by_default_in_inference(channels):
+    """With channel_chunk left at gsplat's default, backend="lpt" gets a 64- or 128-channel map in one call where
+    nothing needs gradients (gsplat_lpt.hook.whole_map_chunk), and in gsplat's calls of 32 channels where
+    something does: the same image as backend="cuda" either way, bit for bit."""
+    import gsplat
+
+    means, quats, scales, opacities = random_gaussians(3000, seed=22)
+    features = torch.rand(means.shape[0], channels, device="cuda")
+    viewmats, Ks = cameras(2, 160, 96)
+    render = lambda backend: gsplat.rasterization(means, quats, scales, opacities, features, viewmats, Ks, 160, 96,
+                                                  backend=backend, lpt_config=LPTConfig(mode="lpt"))  # noqa: E731
+    with torch.no_grad():
+        (ref_colors, ref_alphas, _), (colors, alphas, meta) = render("cuda"), render("lpt")
+    assert "channel_chunks" not in meta["lpt"]  # one call
+    assert meta["lpt"]["variant"] == ("3dgs" if channels == 64 else "3dgs_slice_row16")
+    assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
+    features.requires_grad_(True)
+    colors, alphas, meta = render("lpt")
+    assert len(meta["lpt"]["channel_chunks"]) == channels // 32  # gsplat's chunks, for gsplat's backward
+    assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
+    colors.sum().backward()
+    assert features.grad is not None and torch.isfinite(features.grad).all()
+
+
 @pytest.mark.parametrize("packed", [False, True])
 def test_real_trained_bonsai_through_rasterization(packed):
     """The real trained scene, end to end through gsplat.rasterization(..., backend=...)."""

@@ -159,3 +159,54 @@ def test_launch_runs_a_script_with_the_hook(tmp_path, monkeypatch, capsys):
     script.write_text("import gsplat, sys\nprint('hooked', gsplat.rasterization.__gsplat_lpt_wrapper__, sys.argv[1:])\n")
     launch.main([str(script), "--flag"])
     assert "hooked True ['--flag']" in capsys.readouterr().out
+
+
+def whole_map_chunk(*args, **kwargs):
+    return hook.whole_map_chunk(args, kwargs, hook._parameter_reader(hook.original("rasterization")))
+
+
+def gaussians(channels, grad=False):
+    means, quats, scales, opacities = torch.zeros(5, 3), torch.zeros(5, 4), torch.zeros(5, 3), torch.zeros(5)
+    means.requires_grad_(grad)
+    return means, quats, scales, opacities, torch.zeros(5, channels), torch.eye(4)[None], torch.eye(3)[None], 8, 6
+
+
+@pytest.mark.parametrize("channels, render_mode, expected", [
+    (64, "RGB", 64), (128, "RGB", 128), (256, "RGB", 256), (512, "RGB", 512), (63, "RGB+D", 64), (127, "RGB+ED", 128),
+    (64, "RGB+D", None), (32, "RGB", None), (48, "RGB", None), (96, "RGB", None), (65, "RGB", None),
+    (64, "D", None), (3, "RGB", None)])
+def test_whole_feature_maps_go_to_the_backend_in_one_call(channels, render_mode, expected):
+    assert whole_map_chunk(*gaussians(channels), render_mode=render_mode) == expected
+
+
+def test_a_given_channel_chunk_spherical_harmonics_eval3d_or_gradients_keep_gsplats_chunks():
+    args = gaussians(64)
+    assert whole_map_chunk(*args, channel_chunk=32) is None
+    positional = list(args) + [None] * 20  # every argument up to channel_chunk and beyond, by position
+    assert whole_map_chunk(*positional) is None
+    assert whole_map_chunk(*args, sh_degree=0) is None
+    assert whole_map_chunk(*args, with_eval3d=True, with_ut=True) is None
+    assert whole_map_chunk(*gaussians(64, grad=True)) is None
+    with torch.no_grad():  # inference with parameters that would take gradients
+        assert whole_map_chunk(*gaussians(64, grad=True)) == 64
+    assert whole_map_chunk(means=args[0], quats=args[1], scales=args[2], opacities=args[3], colors=args[4],
+                           viewmats=args[5], Ks=args[6], width=8, height=6) == 64
+
+
+def test_rasterization_hands_whole_maps_to_lpt_only(monkeypatch):
+    import functools
+
+    seen = []
+
+    @functools.wraps(hook.original("rasterization"))
+    def fake_rasterization(*args, **kwargs):
+        seen.append(kwargs.get("channel_chunk"))
+        return None, None, {}
+
+    monkeypatch.setattr(hook, "_require_cuda_inputs", lambda *args: None)  # (CPU tensors here)
+    rasterization = hook._make_rasterization_wrapper(fake_rasterization, whole_maps=True)
+    rasterization(*gaussians(128), backend="lpt")
+    rasterization(*gaussians(128), backend="cuda")
+    rasterization(*gaussians(128), backend="lpt", channel_chunk=16)
+    hook._make_rasterization_wrapper(fake_rasterization)(*gaussians(128), backend="lpt")  # (2DGS: not whole)
+    assert seen == [128, None, 16, None]
