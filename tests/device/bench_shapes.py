@@ -3,12 +3,14 @@ feature maps of 8-64 channels), many small images in one batch, and one low-reso
 GPU time of gsplat's `rasterize_to_pixels`, of `lpt` and of `auto` (the host hidden behind a sleep kernel), the
 whole call, and whether `lpt` is bit for bit gsplat's.
 
-    python3 tests/device/bench_shapes.py [--repeats 11] [--out DIR]
+    python3 tests/device/bench_shapes.py [--repeats 11] [--out DIR] [--tile-sizes 8 32] [--balanced-scales 0.25 3]
+        [--unlike-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -29,6 +31,28 @@ def with_channels(frame, channels: int, seed: int = 0):
     g = torch.Generator(device="cuda").manual_seed(seed)
     colors = torch.rand(*frame["colors"].shape[:-1], channels, generator=g, device="cuda")
     return {**frame, "colors": colors}
+
+
+def unlike_frames(tile_sizes=(), balanced_scales=()):
+    """Frames unlike the ladder's in other ways: gsplat's tiling at other tile sizes (the bonsai orbit, the balanced
+    room, the street), and the balanced room with more or fewer Gaussians (`scale` x 648,000)."""
+    from gsplat_lpt.scenes import make_scene
+
+    scenes = {name: make_scene(name, frames=1).to("cuda") for name in ("balanced", "street")} if tile_sizes else {}
+    bonsai = bonsai_gaussians(4, 1920, 1080) if tile_sizes else None
+    for tile_size in tile_sizes:
+        yield f"bonsai 4x1080p, tile {tile_size}", project(*bonsai, tile_size=tile_size)
+        for name, scene in scenes.items():
+            viewmats, Ks = scene.frame_cameras(0)
+            yield f"{name} 1080p, tile {tile_size}", project(scene.means, scene.quats, scene.scales, scene.opacities,
+                                                             scene.colors, viewmats, Ks, scene.width, scene.height,
+                                                             tile_size=tile_size)
+    for scale in balanced_scales:
+        scene = make_scene("balanced", frames=1, scale=scale).to("cuda")
+        viewmats, Ks = scene.frame_cameras(0)
+        yield (f"balanced x{scale:g} ({scene.num_gaussians // 1000}k)",
+               project(scene.means, scene.quats, scene.scales, scene.opacities, scene.colors, viewmats, Ks, scene.width,
+                       scene.height))
 
 
 def frames(channel_counts=(1, 4, 8, 16, 32, 64)):
@@ -55,12 +79,18 @@ def main() -> None:
     parser.add_argument("--tag", default="", help="suffix of the result file")
     parser.add_argument("--channels", nargs="+", type=int, default=[1, 4, 8, 16, 32, 64],
                         help="colour channels of the bonsai orbit frames")
+    parser.add_argument("--tile-sizes", nargs="*", type=int, default=[],
+                        help="also the bonsai orbit, the balanced room and the street tiled at these sizes")
+    parser.add_argument("--balanced-scales", nargs="*", type=float, default=[],
+                        help="also the balanced room with this many times its 648,000 Gaussians")
+    parser.add_argument("--unlike-only", action="store_true", help="only the frames of --tile-sizes and --balanced-scales")
     args = parser.parse_args()
     from gsplat_lpt.hook import original
 
     gsplat_blend = original("rasterize_to_pixels")
     rows = []
-    for name, frame in frames(args.channels):
+    work = [] if args.unlike_only else frames(args.channels)
+    for name, frame in itertools.chain(work, unlike_frames(args.tile_sizes, args.balanced_scales)):
         if args.only not in name:
             continue
         calls = {"gsplat": lambda f=frame: gsplat_blend(**f)}

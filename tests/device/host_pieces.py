@@ -119,6 +119,25 @@ def main() -> None:
     print(f"== pieces of a call (ladder street), {args.rounds} rounds of {args.calls} calls")
     report(rounds_us(pieces, args.calls, args.rounds), reference="gsplat")
 
+    # what the hooked gsplat.rasterization does itself before it calls gsplat with backend="lpt": the check that no
+    # input is a CPU tensor, and whole_map_chunk (against the earlier checkout's check, where one is named)
+    from gsplat_lpt import hook
+
+    rasterization = hook.original("rasterization")
+    zeros = lambda *shape: torch.zeros(*shape, device="cuda")  # noqa: E731
+    wrapper_args = (zeros(100, 3), zeros(100, 4), zeros(100, 3), zeros(100), zeros(100, 3), zeros(1, 4, 4),
+                    zeros(1, 3, 3), 64, 48)
+    reader = hook._parameter_reader(rasterization)
+    checks = {"rasterization's checks": lambda: (hook._require_cuda_inputs(reader.positions, wrapper_args, {}),
+                                                 hook.whole_map_chunk(wrapper_args, {}, reader))}
+    for suffix, package in packages.items():
+        if suffix:
+            earlier = importlib.import_module(package.__name__ + ".hook")
+            checks[f"rasterization's check{suffix}"] = lambda h=earlier: h._require_cuda_inputs(rasterization,
+                                                                                                wrapper_args, {})
+    print(f"== the hooked rasterization's own checks, {args.rounds} rounds of {args.calls} calls")
+    report(rounds_us(checks, args.calls, args.rounds), reference="rasterization's checks")
+
 
 if __name__ == "__main__":
     main()
