@@ -95,7 +95,8 @@ def main() -> None:
             continue
         calls = {"gsplat": lambda f=frame: gsplat_blend(**f)}
         configs = {"lpt": LPTConfig(mode="lpt"), "auto": LPTConfig(mode="auto"),
-                   "lpt-1px": LPTConfig(mode="lpt", pixels_per_thread=1), "lpt-2px": LPTConfig(mode="lpt", pixels_per_thread=2)}
+                   "lpt-1px": LPTConfig(mode="lpt", pixels_per_thread=1), "lpt-2px": LPTConfig(mode="lpt", pixels_per_thread=2),
+                   "lpt-nocull": LPTConfig(mode="lpt", cull=False)}
         for label, config in configs.items():  # each on its own stream, hence its own workspace (as in bench_core)
             calls[label] = on_stream(torch.cuda.Stream(), lambda f=frame, c=config, **kw:
                                      gsplat_lpt.rasterize_to_pixels(**f, config=c, **kw))
@@ -120,11 +121,12 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"bench_shapes{args.tag}.json").write_text(json.dumps(rows, indent=1))
     print(f"\n{'frame':<26} {'gsplat ms':>9} {'lpt x':>6} {'(px)':>4} {'auto x':>6} {'1px x':>6} {'2px x':>6} "
-          f"{'whole: lpt x':>12} {'auto x':>6} {'lpt exact':>9} {'auto err':>9}")
+          f"{'nocull x':>8} {'whole: lpt x':>12} {'auto x':>6} {'lpt exact':>9} {'auto err':>9}")
     for r in rows:
         g, w = r["gpu_ms"], r["whole_ms"]
         print(f"{r['frame']:<26} {g['gsplat']:>9.3f} {g['gsplat'] / g['lpt']:>6.2f} {r['lpt_pixels_per_thread']:>4} "
               f"{g['gsplat'] / g['auto']:>6.2f} {g['gsplat'] / g['lpt-1px']:>6.2f} {g['gsplat'] / g['lpt-2px']:>6.2f} "
+              f"{g['gsplat'] / g['lpt-nocull']:>8.2f} "
               f"{w['gsplat'] / w['lpt']:>12.2f} {w['gsplat'] / w['auto']:>6.2f} {str(r['lpt_bitwise']):>9} "
               f"{r['auto_max_abs_error']:>9.1e}")
 
