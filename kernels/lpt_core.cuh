@@ -422,27 +422,35 @@ struct RewalkPixel {
 // it declares none): see blend_range.
 LPT_OPTIONAL_FLAG(PairsEvaluations, kPairedEvaluation, false)
 
+// Gaussians one batch stages: one per pixel of the CTA's tile, at most kMaxBatch. A kernel of at most MaxThreads
+// threads of P pixels each reserves shared memory for MaxThreads * P of them (a CTA of a tile of 8 x 8 pixels for 64,
+// not kMaxBatch, which held the 3DGS kernels of that tile size to 15 CTAs per SM where their registers allow more:
+// H200, GPU time x gsplat's blend at tile size 8, bonsai orbit 1.15x -> 1.49x, balanced room 1.01x -> 1.20x).
+template <unsigned MaxThreads, unsigned P>
+struct BatchCapacity {
+    static constexpr unsigned value = MaxThreads * P < kMaxBatch ? MaxThreads * P : kMaxBatch;
+};
+
 // Dynamic shared memory of a blending CTA: one batch of staged Gaussians, their colour rows (where the
 // accumulator stages them), their Gaussian ids, and the pixel-centre box of every warp of the current item
 // (for the cull test). A Gaussian's list position is the batch's first plus its index in the batch.
 // Mirrored by gsplat_lpt.compiler.blend_shared_bytes; checked against %dynamic_smem_size at launch.
-template <class V>
+template <class V, unsigned Capacity>
 struct SharedBatch {
-    typename V::Staged* staged;  // [kMaxBatch]
-    float4* colors;              // [kMaxBatch]
-    int* gaussians;              // [kMaxBatch]
+    typename V::Staged* staged;  // [Capacity]
+    float4* colors;              // [Capacity]
+    int* gaussians;              // [Capacity]
     PixelBox* boxes;             // [kMaxWarps]
 
+    static constexpr unsigned kCapacity = Capacity;
     static constexpr unsigned kMaxWarps = 32;
     static constexpr unsigned kGaussianBytes = (unsigned)sizeof(typename V::Staged) + 16u + 4u;
-    static __device__ unsigned bytes(unsigned) {
-        return kMaxBatch * kGaussianBytes + kMaxWarps * (unsigned)sizeof(PixelBox);
-    }
+    static constexpr unsigned kBytes = Capacity * kGaussianBytes + kMaxWarps * (unsigned)sizeof(PixelBox);
     __device__ explicit SharedBatch(unsigned char* shared)
         : staged(reinterpret_cast<typename V::Staged*>(shared)),
-          colors(reinterpret_cast<float4*>(shared + kMaxBatch * sizeof(typename V::Staged))),
-          gaussians(reinterpret_cast<int*>(shared + kMaxBatch * (sizeof(typename V::Staged) + 16))),
-          boxes(reinterpret_cast<PixelBox*>(shared + kMaxBatch * kGaussianBytes)) {}
+          colors(reinterpret_cast<float4*>(shared + Capacity * sizeof(typename V::Staged))),
+          gaussians(reinterpret_cast<int*>(shared + Capacity * (sizeof(typename V::Staged) + 16))),
+          boxes(reinterpret_cast<PixelBox*>(shared + Capacity * kGaussianBytes)) {}
 };
 
 __device__ inline unsigned dynamic_shared_bytes() {
@@ -472,8 +480,8 @@ __device__ inline void item_range(const FrameArgs& f, int item, int& start, int&
 // `blocks`: the warps' pixels are 8 x 4 blocks (pixel_rank), which the cull box follows.
 // Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids.
 // State is the pixel's walk: PixelBlend, or RewalkPixel for a composite's re-walk (members done and step).
-template <class V, unsigned P, class State>
-__device__ bool blend_range(const FrameArgs& f, const typename V::Params& params, const SharedBatch<V>& batch,
+template <class V, unsigned P, class State, unsigned Capacity>
+__device__ bool blend_range(const FrameArgs& f, const typename V::Params& params, const SharedBatch<V, Capacity>& batch,
                             int range_start, int range_end, const typename V::Pixel (&pixel_ctx)[P],
                             const PixelSlot& slot, bool blocks, State (&pixel)[P], const int* saturation_flag,
                             int chunk_index, int& stop_position) {
@@ -482,7 +490,7 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
     const unsigned warp = thread >> 5, lane = thread & 31u;
     const unsigned warp_lanes = min(32u, block - (warp << 5));
     const unsigned warp_mask = warp_lanes == 32u ? 0xffffffffu : ((1u << warp_lanes) - 1u);
-    const int batch_capacity = (int)min(block * P, kMaxBatch);
+    const int batch_capacity = (int)min(block * P, Capacity);  // (min(block * P, kMaxBatch): Capacity is at least that)
     const bool cull = V::kHasCullBound && f.cull != 0;
     // the warp's pixel centres, read by its lanes after the first barrier below
     if (cull && lane == 0) batch.boxes[warp] = warp_box<P>(f, blocks, slot, warp, block);
@@ -653,22 +661,23 @@ __device__ inline void leave_queue(const FrameArgs& f, int counter_word, int exi
     }
 }
 
-template <class V>
+template <class Batch>
 __device__ inline bool launched_with_enough_shared_memory(const FrameArgs& f) {
-    if (dynamic_shared_bytes() >= SharedBatch<V>::bytes(blockDim.x)) return true;
+    if (dynamic_shared_bytes() >= Batch::kBytes) return true;
     if (threadIdx.x == 0) atomicOr(f.schedule + LPT_WORD_ERROR, LPT_ERROR_LAUNCH);
     return false;
 }
 
 // Mechanism 1: a persistent grid of K CTAs drains the LPT queue, every work item except the h chunked
 // ones, heaviest predicted cost first. Per-pixel math identical to gsplat's forward kernel.
-template <class V, unsigned CDIM, unsigned P>
+template <class V, unsigned CDIM, unsigned P, unsigned MaxThreads>
 __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Params& params,
                                      const typename V::Outputs& out) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     __shared__ int broadcast;
-    if (!launched_with_enough_shared_memory<V>(f)) return;
-    const SharedBatch<V> batch(shared_bytes);
+    using Batch = SharedBatch<V, BatchCapacity<MaxThreads, P>::value>;
+    if (!launched_with_enough_shared_memory<Batch>(f)) return;
+    const Batch batch(shared_bytes);
     const int chunked_tiles = f.schedule[LPT_WORD_CHUNKED_TILES];
     const bool invalid_frame = (f.schedule[LPT_WORD_ERROR] & LPT_ERROR_OFFSETS) != 0;
     const int queue_length = f.num_items - chunked_tiles;
@@ -766,7 +775,7 @@ __device__ inline int estimated_stop(int c, int chunk_length, float T_before, fl
 // the whole list without one); where the list goes on and no chunk saturated the item, the composite walks
 // on from each open pixel's composed T. A chunk's partials are laid out per pixel slot of the CTA: value v
 // of pixel p of thread t at [v * pixels + p * block + t].
-template <class V, unsigned CDIM, unsigned P>
+template <class V, unsigned CDIM, unsigned P, unsigned MaxThreads>
 __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& params,
                                   const typename V::Outputs& out) {
     allow_dependent_launch();  // the LPT kernel starts once every chunk CTA is resident (see the runtime)
@@ -776,8 +785,9 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
     __shared__ int deepest_chunk;  // the composite's depth bound: 1 + the deepest chunk a pixel of the item needs
     __shared__ int estimated_depth;  // the composite's estimate of the item's stop depth (see estimated_stop)
     __shared__ unsigned largest_open_T;  // the chunk's largest T among its pixels still blending (float bits)
-    if (!launched_with_enough_shared_memory<V>(f)) return;
-    const SharedBatch<V> batch(shared_bytes);
+    using Batch = SharedBatch<V, BatchCapacity<MaxThreads, P>::value>;
+    if (!launched_with_enough_shared_memory<Batch>(f)) return;
+    const Batch batch(shared_bytes);
     using Accumulator = typename V::template Accumulator<CDIM>;
     constexpr unsigned kSlotFloats = Accumulator::kPartialFloats + 1;  // + T
     const int chunked_tiles = f.schedule[LPT_WORD_CHUNKED_TILES];
@@ -988,12 +998,12 @@ struct ResidentCtas {
         MAX_THREADS, (lpt::ResidentCtas<VARIANT, CDIM, PIXELS, MAX_THREADS>::value))                         \
         lpt_persistent_blend_##SUFFIX##_##CDIM##_##MAX_THREADS##_##PIXELS(                                    \
             const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
-        lpt::lpt_persistent_blend<VARIANT, CDIM, PIXELS>(frame, params, outputs);                             \
+        lpt::lpt_persistent_blend<VARIANT, CDIM, PIXELS, MAX_THREADS>(frame, params, outputs);                \
         lpt::wait_for_preceding_grids();                                                                      \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(                                                             \
         MAX_THREADS, (lpt::ResidentCtas<VARIANT, CDIM, PIXELS, MAX_THREADS>::value))                         \
         depth_chunk_blend_##SUFFIX##_##CDIM##_##MAX_THREADS##_##PIXELS(                                       \
             const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
-        lpt::depth_chunk_blend<VARIANT, CDIM, PIXELS>(frame, params, outputs);                                \
+        lpt::depth_chunk_blend<VARIANT, CDIM, PIXELS, MAX_THREADS>(frame, params, outputs);                   \
     }

@@ -77,11 +77,12 @@ def test_two_pixels_per_thread_only_where_the_tile_rows_pair_up_and_channels_are
 
 
 def test_blend_shared_bytes_formula():
-    # one batch of MAX_BATCH staged Gaussians, their colour rows (float4) and ids (int), 32 warp boxes, any
-    # CTA size
+    # one batch of one staged Gaussian per thread the kernels are built for, at most MAX_BATCH, their colour rows
+    # (float4) and ids (int), 32 warp boxes
     assert runtime.blend_shared_bytes(32, 256) == 256 * 32 + 256 * 16 + 256 * 4 + 32 * 16
     assert runtime.blend_shared_bytes(32, 1024) == 256 * 32 + 256 * 16 + 256 * 4 + 32 * 16
-    assert runtime.blend_shared_bytes(96, 64) == 256 * 96 + 256 * 16 + 256 * 4 + 32 * 16
+    assert runtime.blend_shared_bytes(96, 64) == 64 * 96 + 64 * 16 + 64 * 4 + 32 * 16  # tile size 8
+    assert runtime.blend_shared_bytes(32, 32) == 32 * 52 + 32 * 16  # tile sizes up to 5
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed here")
