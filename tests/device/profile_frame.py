@@ -14,11 +14,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_core import project  # noqa: E402
+from sm_activity import profile_once  # noqa: E402
 
 import gsplat_lpt  # noqa: E402
 from gsplat_lpt import LPTConfig  # noqa: E402
@@ -49,14 +49,7 @@ def main() -> None:
                     call = lambda f=frame: gsplat_blend(**f)  # noqa: E731
                 else:
                     call = lambda f=frame, c=CONFIGS[mode]: gsplat_lpt.rasterize_to_pixels(**f, config=c)  # noqa: E731
-                for _ in range(4):  # compiled kernels, grown buffers, the plan's feedback
-                    call()
-                torch.cuda.synchronize()
-                torch.cuda.profiler.start()
-                call()
-                torch.cuda.synchronize()
-                torch.cuda.profiler.stop()
-                print(f"{name}\ttile {tile_size}\t{mode}", file=sys.stderr, flush=True)
+                profile_once(call, f"{name}\ttile {tile_size}\t{mode}")
 
 
 if __name__ == "__main__":

@@ -47,16 +47,20 @@ def run(frames, graphs: bool = False, modes=("vanilla", "auto", "lpt")) -> None:
         for mode, call in calls.items():
             if mode not in modes:
                 continue
-            if graphs:
-                call = captured(call)
-            for _ in range(4):  # warm-up: compiled kernels, grown buffers, saturation feedback
-                call()
-            torch.cuda.synchronize()
-            torch.cuda.profiler.start()
-            call()
-            torch.cuda.synchronize()
-            torch.cuda.profiler.stop()
-            print(f"{name}\t{mode}", file=sys.stderr, flush=True)
+            profile_once(captured(call) if graphs else call, f"{name}\t{mode}")
+
+
+def profile_once(call, window: str, warm_ups: int = 4) -> None:
+    """`call` warmed up (compiled kernels, grown buffers, saturation feedback), then run once between
+    cudaProfilerStart/Stop; the window's name goes to stderr."""
+    for _ in range(warm_ups):
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    print(window, file=sys.stderr, flush=True)
 
 
 def captured(call):
