@@ -14,7 +14,6 @@ import argparse
 import sys
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_core import project  # noqa: E402
