@@ -442,7 +442,6 @@ struct SharedBatch {
     int* gaussians;              // [Capacity]
     PixelBox* boxes;             // [kMaxWarps]
 
-    static constexpr unsigned kCapacity = Capacity;
     static constexpr unsigned kMaxWarps = 32;
     static constexpr unsigned kGaussianBytes = (unsigned)sizeof(typename V::Staged) + 16u + 4u;
     static constexpr unsigned kBytes = Capacity * kGaussianBytes + kMaxWarps * (unsigned)sizeof(PixelBox);
