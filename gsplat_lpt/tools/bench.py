@@ -163,15 +163,17 @@ def require_cuda(command: str = "bench") -> None:
                        "schedules on the CPU")
 
 
-def project_scene_frame(device_scene, frame: int, variant: str = "3dgs", camera_model: str = "pinhole"):
-    """One frame of a scene (already on the GPU) as the variant's blend inputs, with its cameras."""
+def project_scene_frame(device_scene, frame: int, variant: str = "3dgs", camera_model: str = "pinhole",
+                        tile_size: int = 16):
+    """One frame of a scene (already on the GPU) as the variant's blend inputs in tiles of `tile_size` px, with
+    its cameras."""
     from . import frame as frames
 
     viewmats, Ks = device_scene.frame_cameras(frame)
     inputs = frames.project_variant_frame(variant, device_scene.means, device_scene.quats, device_scene.scales,
                                           device_scene.opacities, device_scene.colors, viewmats, Ks,
-                                          device_scene.width, device_scene.height, sh_degree=device_scene.sh_degree,
-                                          camera_model=camera_model)
+                                          device_scene.width, device_scene.height, tile_size=tile_size,
+                                          sh_degree=device_scene.sh_degree, camera_model=camera_model)
     return inputs, viewmats, Ks
 
 
@@ -233,8 +235,10 @@ def bench_scene(
     progress: bool = True,
     variant: str = "3dgs",
     camera_model: str = "pinhole",
+    tile_size: int = 16,
 ) -> List[FrameResult]:
-    """Time every mode on every frame of `scene` (on the current CUDA device), rendered as `variant`."""
+    """Time every mode on every frame of `scene` (on the current CUDA device), rendered as `variant` in tiles of
+    `tile_size` px (the blending stage and the end-to-end call alike)."""
     from .frame import check_variant
 
     spec = check_variant(variant, camera_model)  # ValueError before anything needs the GPU
@@ -250,13 +254,13 @@ def bench_scene(
     frame_ids = list(range(scene.num_frames)) if frames is None else list(frames)
     results: List[FrameResult] = []
     for frame in _track(frame_ids, f"bench {scene.name} ({spec.title})", progress):
-        inputs, viewmats, Ks = project_scene_frame(device_scene, frame, variant, camera_model)
+        inputs, viewmats, Ks = project_scene_frame(device_scene, frame, variant, camera_model, tile_size)
         measured = measure_blend(inputs, configs, repeats=repeats, warmup=warmup, image=spec.image)
         report: Mapping[str, Any] = measured.reports.get("auto") or next(iter(measured.reports.values()), {})
         end_to_end_ms: Dict[str, float] = {}
         if end_to_end:
             end_to_end_ms = _time_rasterization(device_scene, viewmats, Ks, config, repeats, warmup, variant,
-                                                camera_model)
+                                                camera_model, tile_size)
         results.append(FrameResult(
             scene=scene.name, frame=frame, images=int(viewmats.shape[0]), width=scene.width, height=scene.height,
             num_gaussians=scene.num_gaussians, total_workload=int(report.get("total_workload", inputs.flatten_ids.numel())),
@@ -274,7 +278,7 @@ def bench_scene(
 
 
 def _time_rasterization(scene, viewmats, Ks, config: LPTConfig, repeats: int, warmup: int, variant: str = "3dgs",
-                        camera_model: str = "pinhole") -> Dict[str, float]:
+                        camera_model: str = "pinhole", tile_size: int = 16) -> Dict[str, float]:
     """Median ms of the variant's whole render call (`frame.render_frame`) with gsplat's backend and ours, as
     evaluation frames (no autograd: `rasterization_2dgs` makes its densify tensor require grad, and frames that
     need gradients are never chunked)."""
@@ -288,7 +292,7 @@ def _time_rasterization(scene, viewmats, Ks, config: LPTConfig, repeats: int, wa
         return render_frame(variant, scene.means, scene.quats, scene.scales, scene.opacities, scene.colors,
                             viewmats, Ks, scene.width, scene.height, backend=backend, config=config,
                             camera_model=camera_model, sh_degree=scene.sh_degree, packed=False,
-                            render_mode=render_mode)
+                            render_mode=render_mode, tile_size=tile_size)
 
     times = time_interleaved({"cuda": lambda: render("cuda"), "lpt": lambda: render("lpt")},
                              repeats=repeats, warmup=warmup)

@@ -127,8 +127,10 @@ def measure_frame(name: str, frame, repeats: int = 11, max_height: int = 512) ->
     )
 
 
-def save(frames: Sequence[FrameMeasurements], result: Dict, path: Path) -> None:
-    payload = {"frames": [{**asdict(f), "schedule_ms": {f"{h},{k}": ms for (h, k), ms in f.schedule_ms.items()}}
+def save(frames: Sequence[FrameMeasurements], result: Dict, path: Path, tile_size: int = 16) -> None:
+    """calibration.json: the tile size measured at, every frame's measurements and the fit."""
+    payload = {"tile_size": tile_size,
+               "frames": [{**asdict(f), "schedule_ms": {f"{h},{k}": ms for (h, k), ms in f.schedule_ms.items()}}
                           for f in frames], "fit": result}
     from .output import write_json
 

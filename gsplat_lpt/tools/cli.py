@@ -33,6 +33,7 @@ from .output import OutputError, check_output_file, prepare_output
 
 EXIT_BAD_INPUT = 1
 EXIT_NEEDS_GPU = 2
+MAX_TILE_SIZE = 32  # tile_size^2 threads per CTA (gsplat's kernels and ours): at most 1024
 LADDER_ALIASES = ("ladder", "all")
 # What each command writes into its --out folder (checked before any work; analyze adds one histogram per scene).
 BENCH_FILES = ("bench.csv", "bench.json", "speedup_vs_imbalance.png", "frame_times.png")
@@ -62,7 +63,8 @@ class SceneOptions:
     normalize_world: Optional[bool] = None
     """Normalise COLMAP poses as gsplat's trainer does; unset: yes for checkpoints, no for .ply/.splat."""
     tile_size: int = 16
-    """Tile size in pixels (gsplat's tile_size)."""
+    """Tile size in pixels (gsplat's tile_size), 1 to 32: render, bench and calibrate render with it, analyze
+    counts tiles of it."""
 
 
 @dataclass
@@ -217,8 +219,9 @@ def check_common(options: SceneOptions) -> None:
         raise BadInput(f"--scale must be > 0, got {options.scale}")
     if options.downscale <= 0:
         raise BadInput(f"--downscale must be > 0, got {options.downscale}")
-    if options.tile_size < 1 or options.tile_size > 32:
-        raise BadInput(f"--tile-size must be in [1, 32], got {options.tile_size}")
+    if options.tile_size < 1 or options.tile_size > MAX_TILE_SIZE:
+        raise BadInput(f"--tile-size must be in [1, {MAX_TILE_SIZE}] (a tile is one CTA of one thread per pixel, "
+                       f"at most {MAX_TILE_SIZE}x{MAX_TILE_SIZE} = {MAX_TILE_SIZE ** 2}), got {options.tile_size}")
     if options.colmap is not None and not Path(options.colmap).is_dir():
         raise BadInput(f"--colmap {options.colmap}: no such folder")
 
@@ -275,8 +278,6 @@ def run_bench(args: Bench, console, workers: Workers) -> int:
         raise BadInput(f"--repeats must be >= 20 (median of at least 20 runs), got {args.repeats}")
     if args.warmup < 0:
         raise BadInput(f"--warmup must be >= 0, got {args.warmup}")
-    if args.tile_size != 16:
-        raise BadInput("bench uses gsplat's default tile size 16")
     check_variant_options(args.variant, args.camera_model)
     config = policy_config(args, "auto")
     bench.require_cuda()
@@ -317,16 +318,17 @@ def _bench(args: Bench, names: Sequence[str], config, console, workers: Workers)
         mine = bench.bench_scene(scene, modes=args.modes, repeats=args.repeats, warmup=args.warmup, config=config,
                                  fixed_grid=bench.DEFAULT_FIXED_GRID if args.fixed_grid else None,
                                  end_to_end=args.end_to_end, frames=workers.shard(range(scene.num_frames)),
-                                 progress=workers.is_main, variant=args.variant, camera_model=args.camera_model)
+                                 progress=workers.is_main, variant=args.variant, camera_model=args.camera_model,
+                                 tile_size=args.tile_size)
         results += workers.gather(mine) or []  # rank 0: every frame, in order
     if not workers.is_main:
         return 0
     console.print(bench.results_table(results, title=f"alpha blending per frame (median ms), {title}"))
     spec = VARIANT_SPECS[args.variant]
     meta = {"command": " ".join(sys.argv), "scenes": [s.summary() for s in scenes], "config": repr(config),
-            "repeats": args.repeats, "warmup": args.warmup, "processes": workers.world_size,
-            "variant": args.variant, "camera_model": args.camera_model, "blend_function": spec.blend_function,
-            "render_call": spec.render_call, **bench.environment_facts()}
+            "tile_size": args.tile_size, "repeats": args.repeats, "warmup": args.warmup,
+            "processes": workers.world_size, "variant": args.variant, "camera_model": args.camera_model,
+            "blend_function": spec.blend_function, "render_call": spec.render_call, **bench.environment_facts()}
     paths = bench.write_results(results, args.out, meta)
     note = ", ".join(part for part in (meta.get("gpu"), title) if part)
     paths["speedup_plot"] = plots.plot_speedup_vs_imbalance(results, Path(args.out) / "speedup_vs_imbalance.png",
@@ -422,7 +424,8 @@ def _render(args: Render, scene, config, console, workers: Workers) -> int:
     from .render import render_scene
 
     result = render_scene(scene, args.out, backend=args.backend, config=config, video=args.video,
-                          background=args.background, fps=args.fps, progress=workers.is_main, workers=workers)
+                          background=args.background, fps=args.fps, progress=workers.is_main, workers=workers,
+                          tile_size=args.tile_size)
     console.print(f"wrote {len(result['images'])} file(s) to {args.out}" + (f" and {args.video}" if args.video else "")
                   + (f"; {workers.world_size} GPUs rendered" if workers.is_distributed else ""))
     return 0
@@ -450,11 +453,11 @@ def _calibrate(args: Calibrate, names: Sequence[str], console) -> int:
     for scene in scenes:
         device_scene = scene.to("cuda")
         for frame in bench._track(list(range(scene.num_frames)), f"calibrate {scene.name}", True):
-            inputs, _, _ = bench.project_scene_frame(device_scene, frame)
+            inputs, _, _ = bench.project_scene_frame(device_scene, frame, tile_size=args.tile_size)
             measurements.append(calibrate.measure_frame(f"{scene.name}/{frame}", inputs, args.repeats,
                                                         args.max_chunked_tiles))
     result = calibrate.fit(measurements)
-    calibrate.save(measurements, result, Path(args.out) / "calibration.json")
+    calibrate.save(measurements, result, Path(args.out) / "calibration.json", tile_size=args.tile_size)
     for m in measurements:
         choice = calibrate.policy_choice(m, result["overhead_lambda"], result["imbalance_beta"])
         chosen = m.lpt_ms if choice is None else m.schedule_ms[choice]

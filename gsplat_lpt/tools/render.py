@@ -79,9 +79,10 @@ def _mosaic(images: np.ndarray, columns: int = 3) -> np.ndarray:
 
 
 @torch.no_grad()
-def render_frame(device_scene, frame: int, backend: str, config: LPTConfig,
-                 backgrounds: Optional[torch.Tensor]) -> Tuple[np.ndarray, Dict[str, Any]]:
-    """One `gsplat.rasterization` call for all cameras of `frame`: uint8 images [C, H, W, 3] and the schedule."""
+def render_frame(device_scene, frame: int, backend: str, config: LPTConfig, backgrounds: Optional[torch.Tensor],
+                 tile_size: int = 16) -> Tuple[np.ndarray, Dict[str, Any]]:
+    """One `gsplat.rasterization` call for all cameras of `frame` in tiles of `tile_size` px: uint8 images
+    [C, H, W, 3] and the schedule."""
     import gsplat
 
     import gsplat_lpt  # noqa: F401  (installs backend= on gsplat.rasterization)
@@ -95,7 +96,7 @@ def render_frame(device_scene, frame: int, backend: str, config: LPTConfig,
     colors, _, meta = gsplat.rasterization(
         device_scene.means, device_scene.quats, device_scene.scales, device_scene.opacities, device_scene.colors,
         viewmats, Ks, device_scene.width, device_scene.height, sh_degree=device_scene.sh_degree, packed=False,
-        backgrounds=backgrounds, backend=backend, **extra)
+        backgrounds=backgrounds, tile_size=tile_size, backend=backend, **extra)
     images = (colors[..., :3].clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()  # [C, H, W, 3]
     return images, {"frame": frame, **{key: _plain(value) for key, value in (meta.get("lpt") or {}).items()}}
 
@@ -110,9 +111,10 @@ def render_scene(
     fps: int = 10,
     progress: bool = True,
     workers: Optional[Workers] = None,
+    tile_size: int = 16,
 ) -> Dict[str, Any]:
-    """Render every frame to out_dir/frame_XXXX[_camY].png (+ `video`, render.json); returns the paths and the
-    per-frame schedules.
+    """Render every frame in tiles of `tile_size` px to out_dir/frame_XXXX[_camY].png (+ `video`, render.json);
+    returns the paths and the per-frame schedules.
 
     With `workers` spread over several GPUs (torchrun), each process renders every world_size-th frame on
     its own GPU and rank 0 receives the images round by round and alone writes; other ranks return empty lists."""
@@ -128,7 +130,8 @@ def render_scene(
     if workers.is_main:
         out_dir.mkdir(parents=True, exist_ok=True)
     frames: List[int] = list(range(scene.num_frames))
-    results = workers.imap(frames, lambda frame: render_frame(device_scene, frame, backend, config, backgrounds))
+    results = workers.imap(frames, lambda frame: render_frame(device_scene, frame, backend, config, backgrounds,
+                                                              tile_size))
     if workers.is_main and progress and len(frames) > 1:
         from rich.progress import track
 
@@ -151,7 +154,8 @@ def render_scene(
         write_video(video, movie, fps)
         written.append(str(video))
     write_json(out_dir / "render.json", {"scene": scene.summary(), "backend": backend, "mode": config.mode,
-                                         "processes": workers.world_size, "frames": schedules})
+                                         "tile_size": tile_size, "processes": workers.world_size,
+                                         "frames": schedules})
     return {"images": written, "schedules": schedules}
 
 

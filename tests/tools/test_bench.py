@@ -147,6 +147,53 @@ def test_bench_scene_plumbing_with_fake_gpu_calls(monkeypatch):
         bench_scene(scene, repeats=5)
 
 
+@pytest.mark.parametrize("variant", ["3dgs", "2dgs"])
+def test_bench_scene_projects_and_renders_at_the_tile_size(variant, monkeypatch):
+    """bench_scene(tile_size=8) on the CPU: the projection is a stand-in returning FAKE blend inputs and gsplat's
+    render calls stand-ins returning FAKE images (TEST-DATA); both must be asked for tiles of 8 px."""
+    import gsplat
+
+    import gsplat_lpt.tools.frame as frame_module
+    import gsplat_lpt.tools.timing as timing_module
+    from gsplat_lpt.scenes import Scene
+
+    projected, rendered = [], []
+
+    class FakeInputs:
+        flatten_ids = torch.zeros(10)
+
+        def blend(self, mode, config=None):
+            return torch.zeros(1, 4, 4, 4), torch.zeros(1, 4, 4, 1)
+
+        def blend_with_stats(self, mode, config=None):
+            return self.blend(mode) + ({"concurrent_ctas": 8, "imbalance": 1.0},)
+
+    def project_variant_frame(name, *args, tile_size=16, **kwargs):
+        projected.append((name, tile_size))
+        return FakeInputs()
+
+    def render(*args, **kwargs):
+        rendered.append(kwargs["tile_size"])
+        return torch.zeros(1, 4, 4, 3), torch.zeros(1, 4, 4, 1), {}
+
+    def fake_timing(variants, repeats, warmup):
+        for fn in variants.values():  # each call once, 1 ms (FAKE)
+            fn()
+        return {name: [1.0] * repeats for name in variants}
+
+    monkeypatch.setattr(frame_module, "project_variant_frame", project_variant_frame)
+    monkeypatch.setattr(gsplat, "rasterization", render)
+    monkeypatch.setattr(gsplat, "rasterization_2dgs", render)
+    monkeypatch.setattr(timing_module, "time_interleaved", fake_timing)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(Scene, "to", lambda self, device: self)
+    scene = make_scene("balanced", width=64, height=64, scale=0.001, frames=1)
+    (result,) = bench_scene(scene, modes=("auto",), repeats=20, progress=False, variant=variant, tile_size=8)
+    assert projected == [(variant, 8)] and rendered == [8, 8]  # backend cuda and lpt
+    assert result.end_to_end_ms == {"cuda": 1.0, "lpt": 1.0}
+
+
 OUR_FUNCTIONS = {"3dgs": ("gsplat_lpt.variants.gaussian3d", "rasterize_to_pixels"),
                  "2dgs": ("gsplat_lpt.variants.surfel2d", "rasterize_to_pixels_2dgs"),
                  "3dgut": ("gsplat_lpt.variants.gaussian3dgut", "rasterize_to_pixels_eval3d")}

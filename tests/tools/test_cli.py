@@ -237,3 +237,91 @@ def test_bench_command_passes_the_variant_on(variant, camera_model, tmp_path, ca
     assert ("with_ut=True" in meta["render_call"]) == (variant == "3dgut")
     header, first = (out / "bench.csv").read_text().splitlines()[:2]
     assert header.startswith("scene,frame,images,variant,camera_model,") and f",{variant},{camera_model}," in first
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
+@pytest.mark.parametrize("tile_size", ["8", "32"])
+def test_bench_takes_any_tile_size_in_range(tile_size, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "--tile-size", tile_size]) == EXIT_NEEDS_GPU  # only the missing GPU stops it
+    assert "needs a CUDA GPU" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["bench", "analyze", "render", "calibrate"])
+@pytest.mark.parametrize("tile_size", ["0", "33"])
+def test_tile_size_out_of_range_says_why(command, tile_size, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main([command, "--tile-size", tile_size]) == EXIT_BAD_INPUT
+    error = capsys.readouterr().err
+    assert error.startswith("error: --tile-size must be in [1, 32]") and "32x32 = 1024" in error
+    assert error.strip().count("\n") == 0 and list(tmp_path.iterdir()) == []
+
+
+def test_bench_command_times_at_the_tile_size(tmp_path, monkeypatch):
+    """bench --tile-size with bench_scene replaced by a stand-in returning FAKE results (TEST-DATA): the tile
+    size reaches bench_scene and bench.json's meta."""
+    from gsplat_lpt.tools import bench
+    from helpers import fake_bench_results
+
+    received = []
+    monkeypatch.setattr(bench, "require_cuda", lambda command="bench": None)
+    monkeypatch.setattr(bench, "bench_scene", lambda scene, **kwargs: received.append(kwargs) or fake_bench_results())
+    out = tmp_path / "bench"
+    assert main(["bench", "--scene", "balanced", *SMALL, "--tile-size", "8", "--out", str(out)]) == 0
+    assert [kwargs["tile_size"] for kwargs in received] == [8]
+    assert json.load(open(out / "bench.json"))["meta"]["tile_size"] == 8
+
+
+def test_render_command_renders_at_the_tile_size(tmp_path, monkeypatch):
+    """render --tile-size on the CPU: the scene's means say they are on a GPU and gsplat.rasterization is a
+    stand-in returning black images (FAKE, TEST-DATA) that records its arguments."""
+    import dataclasses
+    import types
+
+    import gsplat
+
+    from gsplat_lpt.scenes import Scene
+
+    calls = []
+
+    def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, height, **kwargs):
+        calls.append(kwargs)
+        cameras = viewmats.shape[0]
+        return torch.zeros(cameras, height, width, 3), torch.zeros(cameras, height, width, 1), {}
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(Scene, "to", lambda self, device: dataclasses.replace(
+        self, means=types.SimpleNamespace(is_cuda=True)))
+    monkeypatch.setattr(gsplat, "rasterization", rasterization)
+    out = tmp_path / "render"
+    assert main(["render", "--scene", "balanced", *SMALL, "--tile-size", "8", "--out", str(out)]) == 0
+    assert [(kwargs["tile_size"], kwargs["backend"]) for kwargs in calls] == [(8, "lpt")]
+    assert json.load(open(out / "render.json"))["tile_size"] == 8 and (out / "frame_0000.png").is_file()
+
+
+def test_calibrate_command_measures_at_the_tile_size(tmp_path, monkeypatch):
+    """calibrate --tile-size on the CPU: projection and measurement replaced by stand-ins (the measurement
+    returns FAKE times, TEST-DATA); the tile size reaches the projection and calibration.json."""
+    import types
+
+    from gsplat_lpt.scenes import Scene
+    from gsplat_lpt.tools import bench, calibrate, frame
+
+    projected = []
+
+    def project_variant_frame(variant, *args, tile_size=16, **kwargs):
+        projected.append((variant, tile_size))
+        return types.SimpleNamespace(tile_size=tile_size)
+
+    def measure_frame(name, inputs, repeats, max_height):
+        assert inputs.tile_size == 8
+        return calibrate.FrameMeasurements(name, [100, 50], 1000, 64, lpt_ms=1.0, schedule_ms={(1, 2): 0.9})
+
+    monkeypatch.setattr(bench, "require_cuda", lambda command="bench": None)
+    monkeypatch.setattr(Scene, "to", lambda self, device: self)
+    monkeypatch.setattr(frame, "project_variant_frame", project_variant_frame)
+    monkeypatch.setattr(calibrate, "measure_frame", measure_frame)
+    out = tmp_path / "calibration"
+    assert main(["calibrate", "--scene", "balanced", *SMALL, "--tile-size", "8", "--out", str(out)]) == 0
+    assert projected == [("3dgs", 8)]
+    assert json.load(open(out / "calibration.json"))["tile_size"] == 8

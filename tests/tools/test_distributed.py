@@ -71,7 +71,7 @@ def test_single_process_without_torchrun(monkeypatch):
     assert workers.on_main(lambda: 7) == 7 and workers.broadcast("x") == "x"
 
 
-def fake_render_frame(device_scene, frame, backend, config, backgrounds):
+def fake_render_frame(device_scene, frame, backend, config, backgrounds, tile_size=16):
     """Stands in for one gsplat.rasterization call: a flat image whose value encodes the frame."""
     images = torch.full((device_scene.cameras_per_frame, 8, 12, 3), 10 * frame, dtype=torch.uint8).numpy()
     return images, {"frame": frame, "rendered_by": int(os.environ["RANK"])}
