@@ -4,7 +4,7 @@ GPU time of gsplat's `rasterize_to_pixels`, of `lpt` and of `auto` (the host hid
 whole call, and whether `lpt` is bit for bit gsplat's.
 
     python3 tests/device/bench_shapes.py [--repeats 11] [--out DIR] [--tile-sizes 8 32] [--balanced-scales 0.25 3]
-        [--unlike-only]
+        [--small-sizes 128x128 640x480] [--unlike-only]
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ def with_channels(frame, channels: int, seed: int = 0):
     return {**frame, "colors": colors}
 
 
-def unlike_frames(tile_sizes=(), balanced_scales=()):
+def unlike_frames(tile_sizes=(), balanced_scales=(), small_sizes=()):
     """Frames unlike the ladder's in other ways: gsplat's tiling at other tile sizes (the bonsai orbit, the balanced
-    room, the street), and the balanced room with more or fewer Gaussians (`scale` x 648,000)."""
+    room, the street), the balanced room with more or fewer Gaussians (`scale` x 648,000), and small images of the
+    bonsai (`WIDTHxHEIGHT`: one view; the whole call is then mostly the host's)."""
     from gsplat_lpt.scenes import make_scene
 
     scenes = {name: make_scene(name, frames=1).to("cuda") for name in ("balanced", "street")} if tile_sizes else {}
@@ -47,6 +48,9 @@ def unlike_frames(tile_sizes=(), balanced_scales=()):
             yield f"{name} 1080p, tile {tile_size}", project(scene.means, scene.quats, scene.scales, scene.opacities,
                                                              scene.colors, viewmats, Ks, scene.width, scene.height,
                                                              tile_size=tile_size)
+    for size in small_sizes:
+        width, height = (int(v) for v in size.split("x"))
+        yield f"bonsai 1x{size}", project(*bonsai_gaussians(1, width, height))
     for scale in balanced_scales:
         scene = make_scene("balanced", frames=1, scale=scale).to("cuda")
         viewmats, Ks = scene.frame_cameras(0)
@@ -83,14 +87,16 @@ def main() -> None:
                         help="also the bonsai orbit, the balanced room and the street tiled at these sizes")
     parser.add_argument("--balanced-scales", nargs="*", type=float, default=[],
                         help="also the balanced room with this many times its 648,000 Gaussians")
-    parser.add_argument("--unlike-only", action="store_true", help="only the frames of --tile-sizes and --balanced-scales")
+    parser.add_argument("--small-sizes", nargs="*", default=[], help="also the bonsai in one small image, WIDTHxHEIGHT")
+    parser.add_argument("--unlike-only", action="store_true",
+                        help="only the frames of --tile-sizes, --balanced-scales and --small-sizes")
     args = parser.parse_args()
     from gsplat_lpt.hook import original
 
     gsplat_blend = original("rasterize_to_pixels")
     rows = []
     work = [] if args.unlike_only else frames(args.channels)
-    for name, frame in itertools.chain(work, unlike_frames(args.tile_sizes, args.balanced_scales)):
+    for name, frame in itertools.chain(work, unlike_frames(args.tile_sizes, args.balanced_scales, args.small_sizes)):
         if args.only not in name:
             continue
         calls = {"gsplat": lambda f=frame: gsplat_blend(**f)}
