@@ -374,7 +374,7 @@ def _analyze(args: Analyze, names: Sequence[str], config, console, place) -> int
             for s in stats:
                 flat.append(s)
         meta = {"command": " ".join(sys.argv), "scenes": [scene.summary() for scene, _ in all_stats],
-                "concurrent_ctas": args.concurrent_ctas, "config": repr(config),
+                "concurrent_ctas": args.concurrent_ctas, "tile_size": args.tile_size, "config": repr(config),
                 "frames_per_scene": [len(stats) for _, stats in all_stats]}
         paths = analyze.write_stats(flat, out, meta)
         for scene, stats in all_stats:

@@ -37,6 +37,11 @@ def test_analyze_options_reach_the_policy(tmp_path):
                  "--out", str(out)]) == 0
     data = json.load(open(out / "analyze.json"))
     assert data["frames"][0]["concurrent_ctas"] == 64 and "overhead_lambda=10.0" in data["meta"]["config"]
+    assert data["meta"]["tile_size"] == 16
+    assert main(["analyze", "--scene", "severe", *SMALL, "--tile-size", "8", "--out", str(tmp_path / "k8")]) == 0
+    tiled = json.load(open(tmp_path / "k8" / "analyze.json"))
+    assert tiled["meta"]["tile_size"] == 8
+    assert (tiled["frames"][0]["num_tiles"], data["frames"][0]["num_tiles"]) == (40 * 23, 20 * 12)  # 320 x 180
 
 
 def test_analyze_a_file(tmp_path, capsys):
