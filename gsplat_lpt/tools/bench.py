@@ -79,6 +79,7 @@ class FrameResult:
     chunking_disabled_reason: Optional[str] = None
     variant: str = "3dgs"  # frame.VARIANT_NAMES
     camera_model: str = "pinhole"
+    tile_size: int = 16
 
     def speedup(self, mode: str) -> float:
         """Vanilla blend time over this mode's (> 1: faster than gsplat)."""
@@ -105,7 +106,7 @@ class FrameResult:
         """Flat record for CSV (one column per mode)."""
         record: Dict[str, Any] = {
             "scene": self.scene, "frame": self.frame, "images": self.images, "variant": self.variant,
-            "camera_model": self.camera_model, "width": self.width,
+            "camera_model": self.camera_model, "tile_size": self.tile_size, "width": self.width,
             "height": self.height, "num_gaussians": self.num_gaussians, "total_workload": self.total_workload,
             "max_workload": self.max_workload, "imbalance": round(self.imbalance, 4),
             "concurrent_ctas": self.concurrent_ctas, "chunked_tiles": self.chunked_tiles,
@@ -270,7 +271,7 @@ def bench_scene(
             chunk_count=int(report.get("chunk_count", 1)) if "auto" in configs else 1,
             blend_ms=measured.blend_ms, psnr_db=measured.psnr_db, end_to_end_ms=end_to_end_ms, repeats=repeats,
             chunking_disabled_reason=report.get("chunking_disabled_reason"), variant=variant,
-            camera_model=camera_model,
+            camera_model=camera_model, tile_size=tile_size,
         ))
         del inputs
         torch.cuda.empty_cache()

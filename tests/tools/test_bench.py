@@ -8,6 +8,7 @@ import torch
 
 from gsplat_lpt.tools.bench import (
     DEFAULT_FIXED_GRID,
+    FrameResult,
     NeedsGPU,
     band_of,
     bench_scene,
@@ -192,6 +193,8 @@ def test_bench_scene_projects_and_renders_at_the_tile_size(variant, monkeypatch)
     (result,) = bench_scene(scene, modes=("auto",), repeats=20, progress=False, variant=variant, tile_size=8)
     assert projected == [(variant, 8)] and rendered == [8, 8]  # backend cuda and lpt
     assert result.end_to_end_ms == {"cuda": 1.0, "lpt": 1.0}
+    assert result.tile_size == 8 and result.row()["tile_size"] == 8  # bench.csv says what it was measured at
+    assert FrameResult.from_json(result.to_json()).tile_size == 8
 
 
 OUR_FUNCTIONS = {"3dgs": ("gsplat_lpt.variants.gaussian3d", "rasterize_to_pixels"),
