@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from . import constants
 from .config import LPTConfig
 from .errors import LPTInputError
 from .runtime import FramePlan, Intersections, rasterizer_for, tiles_of
@@ -125,8 +126,9 @@ def intersections(isect_offsets: Any, flatten_ids: Any, masks: Any, image_width:
     [..., tile_height, tile_width] offsets covering the image, 1-D flatten_ids, masks like the offsets.
     `offsets_shape`: isect_offsets.shape where the caller has it already."""
     if not checked:
-        if tile_size > 32:
-            raise LPTInputError(f"tile_size={tile_size} needs {tile_size ** 2} threads per CTA; at most 32 is supported")
+        if tile_size > constants.MAX_TILE_SIZE:
+            raise LPTInputError(f"tile_size={tile_size} needs {tile_size ** 2} threads per CTA; at most "
+                                f"{constants.MAX_TILE_SIZE} is supported")
         isect_offsets = require_tensor("isect_offsets", isect_offsets, torch.int32)
         flatten_ids = require_tensor("flatten_ids", flatten_ids, torch.int32)
         if isect_offsets.dim() < 3:

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import List, Literal, Optional, Sequence, Tuple
 
 from ..config import LPTConfig
+from ..constants import MAX_TILE_SIZE  # tile_size^2 threads per CTA, gsplat's kernels and ours: at most 1024
 from .distributed import DistributedError, Workers
 from .output import OutputError, check_output_file, prepare_output
 
 EXIT_BAD_INPUT = 1
 EXIT_NEEDS_GPU = 2
-MAX_TILE_SIZE = 32  # tile_size^2 threads per CTA (gsplat's kernels and ours): at most 1024
 LADDER_ALIASES = ("ladder", "all")
 # What each command writes into its --out folder (checked before any work; analyze adds one histogram per scene).
 BENCH_FILES = ("bench.csv", "bench.json", "speedup_vs_imbalance.png", "frame_times.png")
