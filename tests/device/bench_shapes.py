@@ -4,7 +4,12 @@ GPU time of gsplat's `rasterize_to_pixels`, of `lpt` and of `auto` (the host hid
 whole call, and whether `lpt` is bit for bit gsplat's.
 
     python3 tests/device/bench_shapes.py [--repeats 11] [--out DIR] [--tile-sizes 8 32] [--balanced-scales 0.25 3]
-        [--small-sizes 128x128 640x480] [--unlike-only]
+        [--small-sizes 128x128 640x480] [--bonsai-views 1,1920,1080,3.0 4,960,540,2.2] [--unlike-only]
+
+`--bonsai-views VIEWS,WIDTH,HEIGHT,RADIUS`: the bonsai seen by that many cameras orbiting it at that radius (the
+orbit of the other frames is 4,1920,1080,2.2): fewer views, a lower resolution or a camera further away make the
+heaviest tile heavier against the mean work per CTA, so these span the imbalances between the balanced orbit (0.13)
+and the chunked frames, where the persistent kernel's pixels per thread are decided (`lpt-1px`, `lpt-2px`).
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ def with_channels(frame, channels: int, seed: int = 0):
     return {**frame, "colors": colors}
 
 
-def unlike_frames(tile_sizes=(), balanced_scales=(), small_sizes=()):
+def unlike_frames(tile_sizes=(), balanced_scales=(), small_sizes=(), bonsai_views=(), views_channels=(3,),
+                  views_tile_sizes=(16,)):
     """Frames unlike the ladder's in other ways: gsplat's tiling at other tile sizes (the bonsai orbit, the balanced
     room, the street), the balanced room with more or fewer Gaussians (`scale` x 648,000), and small images of the
     bonsai (`WIDTHxHEIGHT`: one view; the whole call is then mostly the host's)."""
@@ -51,6 +57,13 @@ def unlike_frames(tile_sizes=(), balanced_scales=(), small_sizes=()):
     for size in small_sizes:
         width, height = (int(v) for v in size.split("x"))
         yield f"bonsai 1x{size}", project(*bonsai_gaussians(1, width, height))
+    for spec, tile_size in itertools.product(bonsai_views, views_tile_sizes):
+        views, width, height, radius = spec.split(",")
+        frame = project(*bonsai_gaussians(int(views), int(width), int(height), float(radius)), tile_size=tile_size)
+        for channels in views_channels:
+            name = f"bonsai {views}x{width}x{height} r{radius}" + (f", tile {tile_size}" if tile_size != 16 else "")
+            yield (name + (f", {channels} ch" if channels != 3 else ""),
+                   frame if channels == 3 else with_channels(frame, channels))
     for scale in balanced_scales:
         scene = make_scene("balanced", frames=1, scale=scale).to("cuda")
         viewmats, Ks = scene.frame_cameras(0)
@@ -88,15 +101,23 @@ def main() -> None:
     parser.add_argument("--balanced-scales", nargs="*", type=float, default=[],
                         help="also the balanced room with this many times its 648,000 Gaussians")
     parser.add_argument("--small-sizes", nargs="*", default=[], help="also the bonsai in one small image, WIDTHxHEIGHT")
+    parser.add_argument("--bonsai-views", nargs="*", default=[], metavar="VIEWS,WIDTH,HEIGHT,RADIUS",
+                        help="also the bonsai seen by VIEWS cameras of WIDTHxHEIGHT orbiting it at RADIUS")
+    parser.add_argument("--views-channels", nargs="+", type=int, default=[3],
+                        help="colour channels of the --bonsai-views frames (3: the bonsai's own colours)")
+    parser.add_argument("--views-tile-sizes", nargs="+", type=int, default=[16],
+                        help="tile sizes of the --bonsai-views frames")
     parser.add_argument("--unlike-only", action="store_true",
-                        help="only the frames of --tile-sizes, --balanced-scales and --small-sizes")
+                        help="only the frames of --tile-sizes, --balanced-scales, --small-sizes and --bonsai-views")
     args = parser.parse_args()
     from gsplat_lpt.hook import original
 
     gsplat_blend = original("rasterize_to_pixels")
     rows = []
     work = [] if args.unlike_only else frames(args.channels)
-    for name, frame in itertools.chain(work, unlike_frames(args.tile_sizes, args.balanced_scales, args.small_sizes)):
+    for name, frame in itertools.chain(work, unlike_frames(args.tile_sizes, args.balanced_scales, args.small_sizes,
+                                                                 args.bonsai_views, args.views_channels,
+                                                                 args.views_tile_sizes)):
         if args.only not in name:
             continue
         calls = {"gsplat": lambda f=frame: gsplat_blend(**f)}
@@ -114,23 +135,23 @@ def main() -> None:
         reference, reference_alphas = gsplat_blend(**frame)
         with torch.cuda.stream(calls["lpt"].stream):
             ours, ours_alphas, stats = calls["lpt"].inner(return_stats=True)
-            pixels = stats["pixels_per_thread"]
+            pixels, imbalance = stats["pixels_per_thread"], stats["imbalance"]
         auto_colors, _ = calls["auto"]()
         torch.cuda.synchronize()
         exact = torch.equal(reference, ours) and torch.equal(reference_alphas, ours_alphas)
         auto_error = float((auto_colors - reference).abs().max())
         row = {"frame": name, "n_isects": frame["flatten_ids"].numel(), "gpu_ms": gpu, "whole_ms": whole,
                "lpt_bitwise": exact, "auto_max_abs_error": auto_error,
-               "lpt_pixels_per_thread": pixels}
+               "lpt_pixels_per_thread": pixels, "imbalance": imbalance}
         rows.append(row)
         print(json.dumps(row), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"bench_shapes{args.tag}.json").write_text(json.dumps(rows, indent=1))
-    print(f"\n{'frame':<26} {'gsplat ms':>9} {'lpt x':>6} {'(px)':>4} {'auto x':>6} {'1px x':>6} {'2px x':>6} "
+    print(f"\n{'frame':<26} {'imbalance':>9} {'gsplat ms':>9} {'lpt x':>6} {'(px)':>4} {'auto x':>6} {'1px x':>6} {'2px x':>6} "
           f"{'nocull x':>8} {'whole: lpt x':>12} {'auto x':>6} {'lpt exact':>9} {'auto err':>9}")
     for r in rows:
         g, w = r["gpu_ms"], r["whole_ms"]
-        print(f"{r['frame']:<26} {g['gsplat']:>9.3f} {g['gsplat'] / g['lpt']:>6.2f} {r['lpt_pixels_per_thread']:>4} "
+        print(f"{r['frame']:<26} {r['imbalance']:>9.2f} {g['gsplat']:>9.3f} {g['gsplat'] / g['lpt']:>6.2f} {r['lpt_pixels_per_thread']:>4} "
               f"{g['gsplat'] / g['auto']:>6.2f} {g['gsplat'] / g['lpt-1px']:>6.2f} {g['gsplat'] / g['lpt-2px']:>6.2f} "
               f"{g['gsplat'] / g['lpt-nocull']:>8.2f} "
               f"{w['gsplat'] / w['lpt']:>12.2f} {w['gsplat'] / w['auto']:>6.2f} {str(r['lpt_bitwise']):>9} "
