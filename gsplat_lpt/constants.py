@@ -89,9 +89,24 @@ DEPTH_MARGIN = 1.25
 
 # Two pixels per thread (a variant that has them): more throughput, but each item takes longer on its own.
 # The plan asks for two pixels per thread where nothing is chunked and the longest item is at most this
-# fraction of the frame's mean work per CTA, N_total / K (a balanced frame: item latency cannot decide it).
-# The host reads that back from the last finished frame and launches the one persistent kernel it asks for.
-TWO_PIXEL_MAX_IMBALANCE = 0.5
+# fraction of the frame's mean work per CTA, N_total / K (K of the one-pixel kernel; a balanced frame: item
+# latency cannot decide it). The host reads that back from the last finished frame and launches the one
+# persistent kernel it asks for. One NVIDIA H200, the bonsai seen from 1-4 cameras at 450p-1080p and several
+# distances (tests/device/bench_shapes.py --bonsai-views), GPU time x gsplat's blend, two pixels / one:
+#   colours (up to 4 channels, staged): imbalance 0.48 1.77x / 1.60x, 0.70 1.78x / 1.68x, 0.84 1.90x / 1.81x,
+#     0.98 1.95x / 1.90x, 1.13 2.24x / 2.32x, 1.32 2.12x / 2.29x (at tile sizes 8 and 32 two pixels were as fast
+#     or faster up to 1.03);
+#   16 channels: imbalance 0.42 1.35x / 1.15x, 0.56 1.44x / 1.43x, 0.66 1.25x / 1.51x.
+TWO_PIXEL_MAX_IMBALANCE = 1.0  # up to STAGED_COLOR_CHANNELS channels
+TWO_PIXEL_MAX_IMBALANCE_FEATURES = 0.5  # more channels (feature maps, up to TWO_PIXEL_MAX_CHANNELS)
+STAGED_COLOR_CHANNELS = 4  # colour rows of at most this many floats are staged in shared memory (lpt_core.cuh)
+
+
+def two_pixel_max_imbalance(channels: int) -> float:
+    """The plan's bound on the longest item, as a fraction of N_total / K, for two pixels per thread."""
+    return TWO_PIXEL_MAX_IMBALANCE if channels <= STAGED_COLOR_CHANNELS else TWO_PIXEL_MAX_IMBALANCE_FEATURES
+
+
 # ... and only up to this many channels: a thread then keeps twice the colour sums, and with more it spills
 # (one NVIDIA H200, bonsai orbit, x gsplat's blend, two pixels / one: 128 channels 0.93x / 1.53x, 256 channels
 # 0.60x / 1.00x; at 32 and 64 channels the one-pixel kernel was as fast or faster, 1.02x / 1.02x, 1.11x / 1.33x).
@@ -137,7 +152,6 @@ def cuda_header() -> str:
     lines.append(f"#define LPT_MAX_CHUNK_COUNTS {MAX_CHUNK_COUNTS}")
     lines.append(f"#define LPT_MAX_BATCH {MAX_BATCH}")
     lines.append(f"#define LPT_DEPTH_MARGIN {DEPTH_MARGIN!r}f")
-    lines.append(f"#define LPT_TWO_PIXEL_MAX_IMBALANCE {TWO_PIXEL_MAX_IMBALANCE!r}")
     lines.append(f"#define LPT_ROWS_MIN_IMBALANCE {ROWS_MIN_IMBALANCE!r}")
     assert len(SCHEDULE_WORDS) <= SCHEDULE_SIZE
     return "\n".join(lines) + "\n"

@@ -331,10 +331,10 @@ class Rasterizer:
         self.block = self.pixels  # threads per CTA with one pixel per thread
         self.device = torch.device("cuda", device_index)
         self.max_threads = 1 << max(5, (self.block - 1).bit_length())
-        # two pixels per thread where the variant has them, the tile's rows pair up and the channels are few: a
-        # second persistent kernel of half the threads, launched instead of the first where the last finished
-        # frame's plan asked for it (constants.TWO_PIXEL_MAX_IMBALANCE, TWO_PIXEL_MAX_CHANNELS)
+        # two pixels per thread where the variant has them, the tile's rows pair up and the channels are few: a second
+        # persistent kernel of half the threads, launched where the last finished frame's plan asked for it
         self.two_pixels = two_pixels_possible(variant, tile_size, channels)
+        self.two_pixel_max_imbalance = constants.two_pixel_max_imbalance(channels)  # the plan's rule for asking
         names = variant.kernel_names(channels, self.max_threads)
         exports = variant.export_line(channels, self.max_threads)
         if self.two_pixels:
@@ -467,7 +467,7 @@ class Rasterizer:
             p.heavy_item_pace, p.chunked_cost_floor = config.heavy_item_pace, config.chunked_cost_floor
             p.forced_chunk_count = config.chunk_count
             p.max_chunked_tiles = config.max_chunked_tiles
-            p.concurrent_ctas = self.concurrent_ctas
+            p.concurrent_ctas, p.two_pixel_max_imbalance = self.concurrent_ctas, self.two_pixel_max_imbalance
             p.num_chunk_counts = len(config.chunk_counts)
             for i, k in enumerate(config.chunk_counts):
                 p.chunk_counts[i] = k

@@ -35,6 +35,7 @@ struct PlanArgs {
     double heavy_item_pace;  // sigma: the heaviest item's time per unit of cost, against the mean CTA's
     double heavy_ratio;
     double chunked_cost_floor;  // auto chunks only items whose cost is above this multiple of N_total / K
+    double two_pixel_max_imbalance;  // two pixels per thread where the longest item is at most this x N_total / K
     int num_items;
     int n_isects;
     int mode;
@@ -253,7 +254,7 @@ __device__ inline void finish_schedule(const PlanArgs& p, int h, int k, int want
                                        double lpt_cost) {
     // what later frames of this size should run with: two pixels per thread where nothing is chunked and
     // every item is light against the frame's mean work per CTA
-    const bool light = h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) <= __dmul_rn(LPT_TWO_PIXEL_MAX_IMBALANCE, total);
+    const bool light = h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) <= __dmul_rn(p.two_pixel_max_imbalance, total);
     p.schedule[LPT_WORD_PIXELS_WANTED] = p.two_pixels != 0 && light ? 2 : 1;
     p.schedule[LPT_WORD_PIXELS_PER_THREAD] = p.two_pixels == 2 ? 2 : 1;
     // the frame lasts as long as its longest item: the persistent kernel's warps take rows of the tile

@@ -459,16 +459,17 @@ def test_bad_inputs_on_gpu_raise_clear_errors():
 
 
 
+@pytest.mark.parametrize("channels", [3, 16])
 @pytest.mark.parametrize("mode", ["lpt", "auto"])
-def test_pixels_per_thread_follow_the_plan(mode):
+def test_pixels_per_thread_follow_the_plan(mode, channels):
     """With pixels_per_thread=0 a frame runs with the pixels per thread that the last finished frame's plan
-    asked for: two where nothing is chunked and the heaviest item is at most TWO_PIXEL_MAX_IMBALANCE of
-    N_total / K, else one. Either way the pixels are gsplat's. A wide balanced frame asks for two, a frame
+    asked for: two where nothing is chunked and the heaviest item is at most two_pixel_max_imbalance(channels)
+    of N_total / K, else one. Either way the pixels are gsplat's. A wide balanced frame asks for two, a frame
     with one hot tile for one."""
-    from gsplat_lpt.constants import TWO_PIXEL_MAX_IMBALANCE
+    from gsplat_lpt.constants import two_pixel_max_imbalance
 
-    wide = project(*random_gaussians(150000, seed=5), *cameras(1, 1920, 1080), 1920, 1080)
-    hot = project(*random_gaussians(3000, seed=3, cluster=20000), *cameras(1, 200, 120), 200, 120)
+    wide = project(*random_gaussians(150000, seed=5), *cameras(1, 1920, 1080), 1920, 1080, channels=channels)
+    hot = project(*random_gaussians(3000, seed=3, cluster=20000), *cameras(1, 200, 120), 200, 120, channels=channels)
     wanted = []
     for frame in (wide, hot, wide):
         ref_colors, ref_alphas, ref_last = gsplat_forward(frame)
@@ -476,7 +477,7 @@ def test_pixels_per_thread_follow_the_plan(mode):
             colors, alphas, last_ids, plan = ours_forward(frame, LPTConfig(mode=mode))
             report = plan.report()  # waits for this frame: the next call reads what it asked for
             light = (report["max_workload"] * report["concurrent_ctas"]
-                     <= TWO_PIXEL_MAX_IMBALANCE * report["predicted_total_cost"])
+                     <= two_pixel_max_imbalance(channels) * report["predicted_total_cost"])
             assert report["pixels_wanted"] == (2 if light and report["chunked_tiles"] == 0 else 1)
             if call == 1:  # follows what the frame before (the same frame) asked for
                 assert report["pixels_per_thread"] == report["pixels_wanted"]
