@@ -78,9 +78,10 @@ def with_channels(frame, channels: int, seed: int = 0):
     return dataclasses.replace(frame, colors=torch.cat([features, frame.colors[..., -1:]], -1).contiguous())
 
 
-def measure(name, frame, repeats):
+def measure(name, frame, repeats, pixels=()):
     configs = {"lpt": ("lpt", LPTConfig(mode="lpt")), "lpt-nocull": ("lpt", LPTConfig(mode="lpt", cull=False)),
-               "auto": ("auto", LPTConfig(mode="auto"))}
+               "auto": ("auto", LPTConfig(mode="auto")),
+               **{f"lpt-{p}px": ("lpt", LPTConfig(mode="lpt", pixels_per_thread=p)) for p in pixels}}
     measured = measure_blend(frame, configs, repeats=repeats, image=VARIANT_SPECS["2dgs"].image,
                              compare=lambda outputs, reference: {"median_exact": bool(torch.equal(outputs[4],
                                                                                                   reference[4]))})
@@ -106,6 +107,8 @@ def main() -> None:
     parser.add_argument("--channels", nargs="*", type=int, default=[],
                         help="instead, each frame with this many channels: random features, then the depth")
     parser.add_argument("--tag", default="", help="suffix of the result file")
+    parser.add_argument("--pixels", nargs="*", type=int, default=[],
+                        help="also lpt with this many pixels per thread forced (lpt-1px, lpt-2px)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     frames = list(ladder_frames(args.ladder)) + [bonsai_frame() for name in args.real if name == "bonsai"]
@@ -114,7 +117,7 @@ def main() -> None:
                   for name, frame in frames for channels in args.channels]
     rows = []
     for name, frame in frames:
-        row = measure(name, frame, args.repeats)
+        row = measure(name, frame, args.repeats, args.pixels)
         rows.append(row)
         print(json.dumps(row), flush=True)
     (args.out / f"bench_2dgs{args.tag}.json").write_text(json.dumps(rows, indent=1))
@@ -126,7 +129,9 @@ def main() -> None:
         print(f"[2dgs] {r['frame']:<24} {r['imbalance']:>6.2f} {v:>8.3f} {modes['lpt']['ms']:>7.3f} "
               f"{modes['lpt-nocull']['ms']:>7.3f} {auto['ms']:>7.3f} {str((auto['h'], auto['k'])):>9} "
               f"{v / modes['lpt']['ms']:>6.2f} {v / auto['ms']:>6.2f} {auto['psnr']:>6.1f} "
-              f"{'exact' if auto['median_exact'] else 'DIFFER':>7} {r['culled_share']:>5.2f}")
+              f"{'exact' if auto['median_exact'] else 'DIFFER':>7} {r['culled_share']:>5.2f}"
+              + "".join(f"  {p}px {v / modes[f'lpt-{p}px']['ms']:.2f}x ({'exact' if modes[f'lpt-{p}px']['median_exact'] else 'DIFFER'})"
+                        for p in args.pixels))
 
 
 if __name__ == "__main__":

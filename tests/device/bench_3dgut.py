@@ -61,8 +61,9 @@ def fisheye_rig_frame(recipe, width, height, scale, rolling=True):
                                       camera_model="fisheye", camera=camera)
 
 
-def measure(label, frame, runs):
-    configs = {"lpt": ("lpt", LPTConfig(mode="lpt")), "auto": ("auto", LPTConfig(mode="auto"))}
+def measure(label, frame, runs, pixels=()):
+    configs = {"lpt": ("lpt", LPTConfig(mode="lpt")), "auto": ("auto", LPTConfig(mode="auto")),
+               **{f"lpt-{p}px": ("lpt", LPTConfig(mode="lpt", pixels_per_thread=p)) for p in pixels}}
     measured = measure_blend(frame, configs, repeats=runs, compare=lambda outputs, reference: {
         "max_diff": float((outputs[0] - reference[0]).abs().max())})
     row = {"frame": label, "images": int(frame.viewmats.shape[0]), "gaussians": int(frame.means.shape[0]),
@@ -85,6 +86,8 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--street", default="street", help="street recipe of the rig frame (mild .. extreme)")
     parser.add_argument("--out", type=Path, help="folder for bench_3dgut.json")
+    parser.add_argument("--pixels", nargs="*", type=int, default=[],
+                        help="also lpt with this many pixels per thread forced (lpt-1px, lpt-2px)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("bench_3dgut needs a CUDA device")
@@ -99,7 +102,7 @@ def main(argv=None) -> int:
     torch.cuda.synchronize()
     first_call_s = time.perf_counter() - start
 
-    rows = [measure(label, frame, args.runs) for label, frame in frames]
+    rows = [measure(label, frame, args.runs, args.pixels) for label, frame in frames]
     print(f"\n3DGUT blend (rasterize_to_pixels_eval3d), {args.width}x{args.height}, median of {args.runs} runs, "
           f"{torch.cuda.get_device_name()}")
     print(f"first call of ours (nvcc compile or CuPy cache): {first_call_s:.1f} s\n")
@@ -111,7 +114,9 @@ def main(argv=None) -> int:
         print(f"{r['frame']:52s} {r['images']:4d} {r['intersections']:10,d} {r['imbalance']:6.1f} "
               f"{r['gsplat_ms']:9.2f} {r['lpt_ms']:7.2f} {r['gsplat_ms'] / r['lpt_ms']:5.2f} "
               f"{r['auto_ms']:7.2f} {r['gsplat_ms'] / r['auto_ms']:5.2f} {str(r['auto_chunks']):>9s} "
-              f"{r['lpt_max_diff']:8.1e} {min(r['auto_psnr'], 999):7.1f}")
+              f"{r['lpt_max_diff']:8.1e} {min(r['auto_psnr'], 999):7.1f}"
+              + "".join(f"  {p}px {r['gsplat_ms'] / r[f'lpt-{p}px_ms']:.2f}x (diff {r[f'lpt-{p}px_max_diff']:.1e})"
+                        for p in args.pixels))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "bench_3dgut.json").write_text(json.dumps(
