@@ -334,7 +334,7 @@ class Rasterizer:
         # two pixels per thread where the variant has them, the tile's rows pair up and the channels are few: a second
         # persistent kernel of half the threads, launched where the last finished frame's plan asked for it
         self.two_pixels = two_pixels_possible(variant, tile_size, channels)
-        self.two_pixel_max_imbalance = constants.two_pixel_max_imbalance(channels)  # the plan's rule for asking
+        self.two_pixel_max_imbalance = variant.two_pixel_max_imbalance(channels)  # the plan's rule for asking
         names = variant.kernel_names(channels, self.max_threads)
         exports = variant.export_line(channels, self.max_threads)
         if self.two_pixels:
@@ -579,7 +579,7 @@ def reset_rasterizers() -> None:
 
 def two_pixels_possible(variant: "variants.Variant", tile_size: int, channels: int = 3) -> bool:
     """Whether a Rasterizer of this variant, tile size and (padded) channel count builds the two-pixel kernel."""
-    return variant.pixels_per_thread == 2 and tile_size % 2 == 0 and channels <= constants.TWO_PIXEL_MAX_CHANNELS
+    return variant.pixels_per_thread == 2 and tile_size % 2 == 0 and channels <= variant.two_pixel_max_channels
 
 
 def rasterizer_for(variant: "variants.Variant", channels: int, tile_size: int, device: torch.device) -> Rasterizer:

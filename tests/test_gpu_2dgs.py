@@ -122,26 +122,34 @@ def case_frame(case, packed=False):
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("with_background", [False, True])
 @pytest.mark.parametrize("packed", [False, True])
-def test_lpt_matches_gsplat(case, with_background, packed):
+@pytest.mark.parametrize("pixels", [1, 2])
+def test_lpt_matches_gsplat(case, with_background, packed, pixels):
+    """Either persistent kernel (one pixel per thread, or two where the channels are few: the plan's choice
+    forced here), gsplat's outputs."""
     C, channels = case[2], case[6]
     frame = case_frame(case, packed)
     backgrounds = torch.rand(C, channels, device="cuda") if with_background else None
     ref = gsplat_forward(frame, backgrounds)
-    ours, plan = ours_forward(frame, LPTConfig(mode="lpt"), backgrounds)
+    ours, plan = ours_forward(frame, LPTConfig(mode="lpt", pixels_per_thread=pixels), backgrounds)
     sliced = channels > constants.CHANNEL_SLICE  # (the report is the first slice's: a colour slice)
-    assert plan.report()["chunked_tiles"] == 0 and plan.report()["variant"] == ("2dgs_colors" if sliced else "2dgs")
+    report = plan.report()
+    assert report["chunked_tiles"] == 0 and report["variant"] == ("2dgs_colors" if sliced else "2dgs")
+    two_built = channels <= surfel2d.TWO_PIXEL_MAX_CHANNELS_2DGS and case[5] % 2 == 0
+    assert report["pixels_per_thread"] == (pixels if two_built else 1)
     assert float(ref["render_alphas"].max()) > 0.5 and float(ref["render_distort"].abs().max()) > 0
     assert_matches(ours, ref, label=case[0])
 
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[6], CASES[8], CASES[-2], CASES[-1]], ids=lambda c: c[0])
-def test_lpt_is_bitwise_gsplat(case):
+@pytest.mark.parametrize("pixels", [1, 2])
+def test_lpt_is_bitwise_gsplat(case, pixels):
     """Same expressions, compiled with gsplat's flags (-use_fast_math): float outputs within 1e-6 of gsplat's
-    (the contract; NVRTC and nvcc need not round a fast-math division alike), ids equal."""
+    (the contract; NVRTC and nvcc need not round a fast-math division alike), ids equal; with one pixel per
+    thread or two."""
     frame = case_frame(case)
     backgrounds = torch.rand(case[2], case[6], device="cuda")
     ref = gsplat_forward(frame, backgrounds)
-    ours, _ = ours_forward(frame, LPTConfig(mode="lpt"), backgrounds)
+    ours, _ = ours_forward(frame, LPTConfig(mode="lpt", pixels_per_thread=pixels), backgrounds)
     for key in OUTPUT_NAMES:
         if ref[key].dtype.is_floating_point:
             assert (ours[key] - ref[key]).abs().max().item() <= 1e-6, key

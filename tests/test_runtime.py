@@ -71,9 +71,21 @@ def test_two_pixels_per_thread_only_where_the_tile_rows_pair_up_and_channels_are
     assert variant.pixels_per_thread == 2
     assert runtime.two_pixels_possible(variant, 16) and runtime.two_pixels_possible(variant, 8)
     assert not runtime.two_pixels_possible(variant, 15)
-    assert not runtime.two_pixels_possible(VARIANTS["rasterize_to_pixels_2dgs"], 16)
+    assert not runtime.two_pixels_possible(VARIANTS["rasterize_to_pixels_eval3d"], 16)
     # and only for few channels (a thread keeps twice the colour sums)
     assert runtime.two_pixels_possible(variant, 16, 16) and not runtime.two_pixels_possible(variant, 16, 32)
+    surfels = VARIANTS["rasterize_to_pixels_2dgs"]
+    assert runtime.two_pixels_possible(surfels, 16, 4) and runtime.two_pixels_possible(surfels, 16, 8)
+    assert not runtime.two_pixels_possible(surfels, 16, 16)
+
+
+def test_the_two_pixel_bound_is_the_variants():
+    """The plan asks for two pixels per thread up to the variant's bound: 3DGS up to the whole mean work per CTA
+    where its colour rows are staged (up to 4 channels), half of it for feature maps; 2DGS a quarter."""
+    gaussians, surfels = VARIANTS["rasterize_to_pixels"], VARIANTS["rasterize_to_pixels_2dgs"]
+    assert gaussians.two_pixel_max_imbalance(3) == gaussians.two_pixel_max_imbalance(4) == 1.0
+    assert gaussians.two_pixel_max_imbalance(8) == gaussians.two_pixel_max_imbalance(16) == 0.5
+    assert surfels.two_pixel_max_imbalance(4) == surfels.two_pixel_max_imbalance(8) == 0.25
 
 
 def test_blend_shared_bytes_formula():

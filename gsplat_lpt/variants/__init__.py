@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Dict, Tuple, Type
 
-from .. import layouts
+from .. import constants, layouts
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,10 @@ class Variant:
     compile_backend: str = "nvrtc"  # or "nvcc" (CuPy runs the CUDA compiler: full C++ headers)
     compile_options: Callable[[], Tuple[str, ...]] = tuple  # extra compiler options (include folders, ...)
     pixels_per_thread: int = 1  # 2: it also has a persistent kernel of two vertically adjacent pixels per thread
+    # ... built up to this many channels, and asked for by the plan where nothing is chunked and the heaviest item is
+    # at most two_pixel_max_imbalance(channels) x N_total / K
+    two_pixel_max_channels: int = constants.TWO_PIXEL_MAX_CHANNELS
+    two_pixel_max_imbalance: Callable[[int], float] = constants.two_pixel_max_imbalance
     # warp_shape "auto" in a chunked frame: 8 x 4 blocks in both kernels (else rows). On the H200 rows were 1-5%
     # faster on every chunked 3DGS frame; 2DGS, whose cull drops 98% of the pairs, took 1.6x as long with rows
     chunked_warp_blocks: bool = True

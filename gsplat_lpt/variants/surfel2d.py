@@ -264,6 +264,18 @@ def rasterize_to_pixels_2dgs(*args, config: Optional[LPTConfig] = None, return_s
     return frontend.with_report(VARIANT, outputs, plan, config, return_stats)
 
 
+# Two pixels per thread (lpt_core.cuh; the plan's rule, constants.two_pixel_max_imbalance). One NVIDIA H200, GPU time
+# x gsplat's 2DGS blend, two pixels / one: balanced room (imbalance 0.07) 6.83x / 4.65x, mild 0.11 6.32x / 4.39x,
+# moderate 0.23 5.11x / 4.35x, but street 0.72 2.03x / 3.19x and severe 1.59 1.41x / 2.52x; the bonsai orbit (0.09)
+# 1.94x / 1.79x, with 8 channels 1.80x / 1.69x, with 16 1.50x / 1.60x (the balanced room with 16: 6.90x / 4.83x).
+TWO_PIXEL_MAX_IMBALANCE_2DGS = 0.25
+TWO_PIXEL_MAX_CHANNELS_2DGS = 8
+
+
+def two_pixel_max_imbalance(channels: int) -> float:
+    return TWO_PIXEL_MAX_IMBALANCE_2DGS
+
+
 VARIANT = register(Variant(
     name="2dgs",
     gsplat_function="rasterize_to_pixels_2dgs",
@@ -278,6 +290,9 @@ VARIANT = register(Variant(
              OutputSpec("last_ids", False, backward_only=True), OutputSpec("median_ids", True, backward_only=True)),
     rasterize=rasterize_with_plan,
     compile_options=fast_math_options,  # the ray-splat division is then gsplat's approximate one
+    pixels_per_thread=2,
+    two_pixel_max_channels=TWO_PIXEL_MAX_CHANNELS_2DGS,
+    two_pixel_max_imbalance=two_pixel_max_imbalance,
 ))
 
 # The 2DGS kernels for the slices of a feature map of more than constants.CHANNEL_SLICE channels (Frame2DGS.render
