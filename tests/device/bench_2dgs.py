@@ -45,6 +45,14 @@ def bonsai_frame(views=4, width=1920, height=1080):
     return "bonsai (4-view orbit)", project_frame_2dgs(*bench_core.bonsai_gaussians(views, width, height))
 
 
+def bonsai_view_frame(spec: str):
+    """The bonsai seen by VIEWS cameras of WIDTHxHEIGHT orbiting it at RADIUS (`spec` "VIEWS,WIDTH,HEIGHT,RADIUS", as
+    bench_shapes.py --bonsai-views): imbalances between the orbit's and the chunked frames'."""
+    views, width, height, radius = spec.split(",")
+    return (f"bonsai {views}x{width}x{height} r{radius}",
+            project_frame_2dgs(*bench_core.bonsai_gaussians(int(views), int(width), int(height), float(radius))))
+
+
 def culled_share(frame) -> float:
     """Share of (Gaussian, warp) pairs the 2DGS cull bound drops (16 x 16 tiles, 8 warps of 2 rows)."""
     from gsplat_lpt.reference_2dgs import may_contribute_2dgs
@@ -104,6 +112,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--ladder", nargs="*", default=["balanced", "moderate", "severe", "extreme"])
     parser.add_argument("--real", nargs="*", default=["bonsai"])
+    parser.add_argument("--bonsai-views", nargs="*", default=[], metavar="VIEWS,WIDTH,HEIGHT,RADIUS",
+                        help="also the bonsai seen by VIEWS cameras of WIDTHxHEIGHT orbiting it at RADIUS")
     parser.add_argument("--channels", nargs="*", type=int, default=[],
                         help="instead, each frame with this many channels: random features, then the depth")
     parser.add_argument("--tag", default="", help="suffix of the result file")
@@ -112,6 +122,7 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     frames = list(ladder_frames(args.ladder)) + [bonsai_frame() for name in args.real if name == "bonsai"]
+    frames += [bonsai_view_frame(spec) for spec in args.bonsai_views]
     if args.channels:
         frames = [(f"{name}, {channels} ch", with_channels(frame, channels))
                   for name, frame in frames for channels in args.channels]
