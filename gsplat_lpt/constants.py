@@ -99,7 +99,7 @@ DEPTH_MARGIN = 1.25
 #   16 channels: imbalance 0.42 1.35x / 1.15x, 0.56 1.44x / 1.43x, 0.66 1.25x / 1.51x.
 TWO_PIXEL_MAX_IMBALANCE = 1.0  # up to STAGED_COLOR_CHANNELS channels
 TWO_PIXEL_MAX_IMBALANCE_FEATURES = 0.5  # more channels (feature maps, up to TWO_PIXEL_MAX_CHANNELS)
-STAGED_COLOR_CHANNELS = 4  # colour rows of at most this many floats are staged in shared memory (lpt_core.cuh)
+STAGED_COLOR_CHANNELS = 4  # rows of at most one float4 are staged with the batch (lpt_core.cuh, kStagedColor)
 
 
 def two_pixel_max_imbalance(channels: int) -> float:

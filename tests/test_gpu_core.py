@@ -121,8 +121,7 @@ def test_plan_kernels_match_the_torch_oracle(seed, path, monkeypatch):
         assert report["predicted_cost_lpt"] == pytest.approx(oracle.choice.predicted_cost_lpt, rel=1e-12)
         # what the next frames run with: two pixels per thread where nothing is chunked and every item is light
         light = report["chunked_tiles"] == 0 and (oracle.max_cost * rasterizer.concurrent_ctas
-                                                  <= rasterizer.two_pixel_max_imbalance
-                                                  * oracle.total_cost)
+                                                  <= rasterizer.two_pixel_max_imbalance * oracle.total_cost)
         assert report["pixels_wanted"] == (2 if light else 1)
         # warps of rows in the persistent kernel where nothing is chunked and the longest item decides the frame
         latency_bound = report["chunked_tiles"] == 0 and (oracle.max_cost * rasterizer.concurrent_ctas

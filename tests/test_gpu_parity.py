@@ -466,7 +466,9 @@ def test_pixels_per_thread_follow_the_plan(mode, channels):
     asked for: two where nothing is chunked and the heaviest item is at most two_pixel_max_imbalance(channels)
     of N_total / K, else one. Either way the pixels are gsplat's. A wide balanced frame asks for two, a frame
     with one hot tile for one."""
-    from gsplat_lpt.constants import two_pixel_max_imbalance
+    from gsplat_lpt.variants import VARIANTS
+
+    two_pixel_max_imbalance = VARIANTS["rasterize_to_pixels"].two_pixel_max_imbalance
 
     wide = project(*random_gaussians(150000, seed=5), *cameras(1, 1920, 1080), 1920, 1080, channels=channels)
     hot = project(*random_gaussians(3000, seed=3, cluster=20000), *cameras(1, 200, 120), 200, 120, channels=channels)

@@ -264,10 +264,12 @@ def rasterize_to_pixels_2dgs(*args, config: Optional[LPTConfig] = None, return_s
     return frontend.with_report(VARIANT, outputs, plan, config, return_stats)
 
 
-# Two pixels per thread (lpt_core.cuh; the plan's rule, constants.two_pixel_max_imbalance). One NVIDIA H200, GPU time
-# x gsplat's 2DGS blend, two pixels / one: balanced room (imbalance 0.07) 6.83x / 4.65x, mild 0.11 6.32x / 4.39x,
-# moderate 0.23 5.11x / 4.35x, but street 0.72 2.03x / 3.19x and severe 1.59 1.41x / 2.52x; the bonsai orbit (0.09)
-# 1.94x / 1.79x, with 8 channels 1.80x / 1.69x, with 16 1.50x / 1.60x (the balanced room with 16: 6.90x / 4.83x).
+# Two pixels per thread (lpt_core.cuh), 2DGS's own bound for the plan's rule (Variant.two_pixel_max_imbalance). One
+# NVIDIA H200, whole calls x gsplat's 2DGS blend, two pixels / one: balanced room (imbalance 0.07) 6.83x / 4.65x, mild
+# 0.11 6.32x / 4.39x, moderate 0.23 5.11x / 4.35x, but street 0.72 2.03x / 3.19x and severe 1.59 1.41x / 2.52x; the
+# bonsai from 1-4 cameras 0.18 2.02x / 1.91x, 0.34 1.84x / 1.73x, 0.39 1.80x / 1.81x, 0.48 1.62x / 1.68x, 0.51 1.59x /
+# 1.88x (the crossing near 0.4; 0.25 keeps a margin); the bonsai orbit with 8 channels 1.80x / 1.69x, with 16 1.50x /
+# 1.60x (the balanced room with 16: 6.90x / 4.83x).
 TWO_PIXEL_MAX_IMBALANCE_2DGS = 0.25
 TWO_PIXEL_MAX_CHANNELS_2DGS = 8
 
