@@ -66,12 +66,13 @@ class DependentLaunch:
         self.attribute = LaunchAttribute(id=PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
         self.config = LaunchConfig(gridDimY=1, gridDimZ=1, blockDimX=block, blockDimY=1, blockDimZ=1,
                                    sharedMemBytes=shared, attrs=ctypes.pointer(self.attribute), numAttrs=1)
+        self._config_ref = ctypes.byref(self.config)  # (built once: the config is reused, only grid and stream change)
         self._entry = _driver_entry()
 
     def __call__(self, grid: int, stream: int, arguments: ctypes.Array) -> None:
         config = self.config
         config.gridDimX = grid
         config.hStream = stream
-        result = self._entry(ctypes.byref(config), self.function, ctypes.addressof(arguments), None)
+        result = self._entry(self._config_ref, self.function, ctypes.addressof(arguments), None)
         if result != 0:
             raise LPTRuntimeError(f"cuLaunchKernelEx of the LPT kernel failed with CUDA driver error {result}")

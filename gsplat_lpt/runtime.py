@@ -26,6 +26,8 @@ from torch import Tensor
 from . import constants, layouts
 from .compiler import (ENV_SHARED_MEMORY_LIMIT, blend_shared_bytes, compile_kernels, import_cupy,  # noqa: F401
                        kernel_dir, kernel_source, plan_kernels, shared_memory_limit)
+from .cuda_calls import (STATUS_FRAME_INDEX as _STATUS_FRAME_INDEX, MappedStatus, cluster_width as _cluster_width,
+                         cuda_runtime, current_stream_handle, launch as _launch, raw_event as _raw_event)
 from .dependent_launch import DependentLaunch, dependent_launch_available
 from .errors import LPTInputError, LPTRuntimeError
 from .config import LPTConfig, warp_block_bits
@@ -33,51 +35,6 @@ from .config import LPTConfig, warp_block_bits
 # Partial buffers "auto" starts with (4096 chunks of 256 RGB pixels); later frames grow them to what the
 # policy asked for, up to LPTConfig.max_chunks.
 INITIAL_PARTIAL_BYTES = 16 << 20
-
-
-_driver = None
-
-
-def _launch(function: int, grid: int, block: int, shared: int, stream: int, arguments: ctypes.Array) -> None:
-    """cuLaunchKernel of a compiled function (its pointer) with struct arguments (kernelParams)."""
-    global _driver
-    if _driver is None:
-        from cupy_backends.cuda.api import driver as _driver_module
-
-        _driver = _driver_module
-    _driver.launchKernel(function, grid, 1, 1, block, 1, 1, shared, stream, ctypes.addressof(arguments), 0)
-
-
-_raw_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-
-
-def current_stream_handle(device_index: int) -> int:
-    """The cudaStream_t of torch's current stream on a device, without building a torch Stream object."""
-    if _raw_current_stream is not None:
-        return int(_raw_current_stream(device_index))
-    return torch.cuda.current_stream(device_index).cuda_stream
-
-
-_cuda_runtime = None
-
-
-def _raw_event(device_index: int) -> int:
-    """A cudaEvent_t without timing (cheapest to record and wait on), kept for the process's life."""
-    global _cuda_runtime
-    cupy = import_cupy()
-    _cuda_runtime = cupy.cuda.runtime
-    with cupy.cuda.Device(device_index):
-        return int(_cuda_runtime.eventCreateWithFlags(_cuda_runtime.eventDisableTiming))
-
-
-_REQUIRED_CLUSTER_WIDTH = 11  # CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH
-
-
-def _cluster_width(kernel) -> int:
-    """The CTAs per cluster a compiled kernel was built for (its __cluster_dims__; 0 without)."""
-    from cupy_backends.cuda.api import driver
-
-    return int(driver.funcGetAttribute(_REQUIRED_CLUSTER_WIDTH, kernel.kernel.ptr))
 
 
 def _pointers(*structs: ctypes.Structure) -> ctypes.Array:
@@ -115,38 +72,9 @@ class Intersections:
         return self.flatten_ids.numel()
 
     def history_key(self) -> Tuple[int, ...]:
-        return (self.num_items, self.image_width, self.image_height, self.tile_size)
-
-
-_STATUS_FRAME_INDEX = constants.STATUS["frame_index"]
-
-
-class MappedStatus:
-    """A few int32 words of page-locked host memory that kernels write through its device address
-    (the frame's status, read by the host without waiting for the GPU)."""
-
-    def __init__(self, device_index: int):
-        cupy = import_cupy()
-        self.words = len(constants.STATUS_WORDS)
-        flags = 1 | 2  # cudaHostAllocPortable | cudaHostAllocMapped
-        with cupy.cuda.Device(device_index):
-            self._host = cupy.cuda.runtime.hostAlloc(4 * self.words, flags)
-            # with unified addressing (every 64-bit CUDA platform) this is the host address itself
-            self.device_address = int(cupy.cuda.runtime.pointerGetAttributes(self._host).devicePointer)
-        self.view = (ctypes.c_int32 * self.words).from_address(self._host)
-        ctypes.memset(self._host, 0, 4 * self.words)
-        self.view[constants.STATUS["frame_index"]] = -1
-
-    def frame_index(self) -> int:
-        return self.view[_STATUS_FRAME_INDEX]
-
-    def __del__(self):
-        try:
-            import cupy
-
-            cupy.cuda.runtime.freeHost(self._host)
-        except Exception:
-            pass
+        """The frame's geometry: items, image and tile grid (what the saturation feedback and the kernels'
+        frame arguments depend on)."""
+        return (self.num_items, self.image_width, self.image_height, self.tile_size, self.tile_width, self.tile_height)
 
 
 class Workspace:
@@ -182,6 +110,8 @@ class Workspace:
         # kernelParams of the blending kernels: (frame_args, params, outputs), the last two set per call
         self.frame_arguments = (ctypes.c_void_p * 3)(ctypes.addressof(self.frame_args), None, None)
         self.plan_config: Optional[LPTConfig] = None  # the config whose constants plan_args holds
+        self.frame_config: Optional[LPTConfig] = None  # ... whose switches frame_args holds
+        self.frame_geometry: Optional[Tuple[int, ...]] = None  # the frame size frame_args holds (history_key)
         self.ensure_chunk_tiles(constants.HEAD_CAPACITY)  # (the policy chunks at most that many items; points)
 
     def _point(self) -> None:
@@ -231,9 +161,14 @@ class FramePlan:
     """One frame's plan: (h, k) and the LPT order live in the workspace on the device; `report()` reads
     the facts back (one copy). Valid until the rasterizer plans the next frame on the same stream."""
 
+    __slots__ = ("rasterizer", "workspace", "frame_index", "config", "plan_mode", "intersections", "chunk_kernel",
+                 "chunking_disabled_reason", "stream_handle", "uses_feedback", "geometry", "_stream", "_copies",
+                 "_copied")
+
     def __init__(self, rasterizer: "Rasterizer", workspace: Workspace, frame_index: int, config: LPTConfig,
                  plan_mode: str, intersections: Intersections, chunk_kernel: bool,
-                 chunking_disabled_reason: Optional[str]):
+                 chunking_disabled_reason: Optional[str], stream_handle: int = 0, uses_feedback: bool = False,
+                 geometry: Optional[Tuple[int, ...]] = None):
         self.rasterizer = rasterizer
         self.workspace = workspace
         self.frame_index = frame_index
@@ -242,13 +177,15 @@ class FramePlan:
         self.intersections = intersections
         self.chunk_kernel = chunk_kernel
         self.chunking_disabled_reason = chunking_disabled_reason
+        self.stream_handle = stream_handle  # the cudaStream_t it was planned on
+        self.uses_feedback = uses_feedback  # costs from where the items stopped in the frame before
+        self.geometry = intersections.history_key() if geometry is None else geometry
+        self._stream: Optional[torch.cuda.Stream] = None
+        self._copies = self._copied = None
 
     @property
     def concurrent_ctas(self) -> int:
         return self.rasterizer.concurrent_ctas
-
-    _stream: Optional[torch.cuda.Stream] = None
-    stream_handle: int = 0
 
     @property
     def stream(self) -> torch.cuda.Stream:
@@ -272,7 +209,7 @@ class FramePlan:
         """The schedule facts of `meta["lpt"]`: from the snapshot if one was taken, else from the workspace
         (which describes this frame until the next plan on the same stream)."""
         ws = self.workspace
-        if getattr(self, "_copies", None) is not None:
+        if self._copies is not None:
             self._copied.synchronize()
             schedule, totals, predicted = (t.tolist() for t in self._copies)
         else:
@@ -305,8 +242,6 @@ class FramePlan:
             "chunking_disabled_reason": self.chunking_disabled_reason,
         }
 
-    uses_feedback: bool = False
-
     def warp_shape(self, schedule) -> str:
         """"blocks" or "rows": the pixels each warp of the frame's persistent kernel blended."""
         bits, word = warp_block_bits(self.config.warp_shape, self.intersections.tile_size,
@@ -329,7 +264,7 @@ class Rasterizer:
         self.tile_size = tile_size
         self.pixels = tile_size * tile_size  # pixels per CTA
         self.block = self.pixels  # threads per CTA with one pixel per thread
-        self.device = torch.device("cuda", device_index)
+        self.device, self.device_index = torch.device("cuda", device_index), device_index
         self.max_threads = 1 << max(5, (self.block - 1).bit_length())
         # two pixels per thread where the variant has them, the tile's rows pair up and the channels are few: a second
         # persistent kernel of half the threads, launched where the last finished frame's plan asked for it
@@ -385,6 +320,7 @@ class Rasterizer:
         # reused events, as raw handles (a torch Event's record and wait cost several us of Python each):
         # the chunk kernel waits for the plan (fork), and the current stream for the chunk kernel (join)
         self._fork, self._join = _raw_event(device_index), _raw_event(device_index)
+        self._cuda_runtime = cuda_runtime()
         self._workspaces: Dict[int, Workspace] = {}
         self.frame_counter = 0
 
@@ -413,7 +349,7 @@ class Rasterizer:
 
     def _absorb_status(self, ws: Workspace, config: LPTConfig) -> Optional[str]:
         """What finished frames left in mapped memory: capacity to grow, or an input error to raise."""
-        if ws.status.frame_index() <= ws.seen_frame:
+        if ws.status.view[_STATUS_FRAME_INDEX] <= ws.seen_frame:
             return None
         words, word = ws.status.view[:], constants.STATUS  # (one copy of every word; no dict built per frame)
         ws.seen_frame = frame_index = words[_STATUS_FRAME_INDEX]
@@ -431,8 +367,8 @@ class Rasterizer:
     def plan(self, intersections: Intersections, config: LPTConfig, chunking_allowed: bool = True,
              chunking_disabled_reason: Optional[str] = None) -> FramePlan:
         """Costs, LPT order and (h, k) of one frame, on the GPU, without waiting for it."""
-        handle = current_stream_handle(self.device.index)
-        ws = self.workspace(handle)
+        handle = current_stream_handle(self.device_index)
+        ws = self._workspaces.get(handle) or self.workspace(handle)
         error = self._absorb_status(ws, config)
         if error is not None:
             raise LPTInputError(error)
@@ -451,7 +387,8 @@ class Rasterizer:
             # The last finished frame neither chunked nor wanted to: skip the chunk kernel and its stream
             # fork and join (the plan still says what it would want; the next call reads it back).
             capacity = 0
-        feedback = config.saturation_feedback and ws.history == intersections.history_key()
+        geometry = intersections.history_key()
+        feedback = config.saturation_feedback and ws.history == geometry
 
         p = ws.plan_args
         p.tile_offsets = _address(intersections.isect_offsets)
@@ -485,11 +422,8 @@ class Rasterizer:
             _launch(self._plan_costs, grid, constants.PLAN_THREADS, 0, stream, ws.plan_arguments)
             _launch(self._plan_order, grid, constants.PLAN_THREADS, 0, stream, ws.plan_arguments)
         ws.planned_frame = self.frame_counter
-        plan = FramePlan(self, ws, self.frame_counter, config, plan_mode, intersections,
-                         chunk_kernel=capacity > 0, chunking_disabled_reason=chunking_disabled_reason)
-        plan.uses_feedback = feedback
-        plan.stream_handle = handle
-        return plan
+        return FramePlan(self, ws, self.frame_counter, config, plan_mode, intersections, capacity > 0,
+                         chunking_disabled_reason, handle, feedback, geometry)
 
     def run(self, plan: FramePlan, params: ctypes.Structure, outputs: ctypes.Structure) -> None:
         """Launch the frame's blending kernels: the chunk kernel, then the persistent LPT kernel beside it
@@ -504,14 +438,18 @@ class Rasterizer:
         f = ws.frame_args
         f.tile_offsets, f.flatten_ids = _address(inter.isect_offsets), _address(inter.flatten_ids)
         f.masks = _address(inter.masks)
-        f.n_isects, f.num_items, f.num_gaussians = inter.n_isects, inter.num_items, inter.num_gaussians
+        f.n_isects, f.num_gaussians = inter.n_isects, inter.num_gaussians
         f.frame_index = plan.frame_index
         f.chunk_unit_capacity = ws.chunk_units if plan.chunk_kernel else 0
-        f.cull = plan.config.cull
-        f.warp_blocks = warp_block_bits(plan.config.warp_shape, inter.tile_size, self.variant.chunked_warp_blocks)
         f.finishing_kernels = 2 if plan.chunk_kernel else 1
-        f.image_width, f.image_height, f.tile_size = inter.image_width, inter.image_height, inter.tile_size
-        f.tile_width, f.tile_height = inter.tile_width, inter.tile_height
+        if ws.frame_geometry != plan.geometry:  # (most frames keep the size of the one before)
+            ws.frame_geometry = plan.geometry
+            f.num_items, f.image_width, f.image_height = inter.num_items, inter.image_width, inter.image_height
+            f.tile_size, f.tile_width, f.tile_height = inter.tile_size, inter.tile_width, inter.tile_height
+        if ws.frame_config is not plan.config:  # the config's switches, set when the config object changes
+            ws.frame_config = plan.config
+            f.cull = plan.config.cull
+            f.warp_blocks = warp_block_bits(plan.config.warp_shape, self.tile_size, self.variant.chunked_warp_blocks)
         arguments = ws.frame_arguments
         arguments[1], arguments[2] = ctypes.addressof(params), ctypes.addressof(outputs)
 
@@ -532,8 +470,8 @@ class Rasterizer:
             # so tensors allocated on the current stream need no record_stream.
             side = self._side if plan.config.co_execute else main
             if side != main:
-                _cuda_runtime.eventRecord(self._fork, main)  # the plan and the inputs are ready
-                _cuda_runtime.streamWaitEvent(side, self._fork, 0)
+                self._cuda_runtime.eventRecord(self._fork, main)  # the plan and the inputs are ready
+                self._cuda_runtime.streamWaitEvent(side, self._fork, 0)
             grid = min(self.concurrent_ctas, ws.chunk_units)
             # launched first: its CTAs (the heaviest items' chunks) are resident before the LPT kernel's
             _launch(self._chunk, grid, self.block, self.shared_bytes, side, arguments)
@@ -544,14 +482,14 @@ class Rasterizer:
             _launch(self._persistent, min(self.concurrent_ctas, inter.num_items), self.block, self.shared_bytes,
                     main, arguments)
         if plan.chunk_kernel and side != main:
-            _cuda_runtime.eventRecord(self._join, side)
-            _cuda_runtime.streamWaitEvent(main, self._join, 0)
+            self._cuda_runtime.eventRecord(self._join, side)
+            self._cuda_runtime.streamWaitEvent(main, self._join, 0)
         self._finish(plan)
 
     def _finish(self, plan: FramePlan) -> None:
         """After the launches: the frame's geometry for the next plan's feedback, and the input check."""
         ws = plan.workspace
-        ws.history = plan.intersections.history_key()
+        ws.history = plan.geometry
         if plan.config.check_inputs:
             plan.stream.synchronize()
             ws.seen_frame = max(ws.seen_frame, plan.frame_index)  # reported here, not again by the next call

@@ -83,7 +83,8 @@ def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, h
                 flatten_ids, packed):
     """The usual call (unpacked, one CUDA device, gsplat's dtypes and shapes) checked in a few operations:
     (rows, channels, device, isect_offsets.shape), or None to let the full validation say what is wrong.
-    (Each `.shape` builds a torch.Size: every one is read once.)"""
+    (Each `.shape` builds a torch.Size: every one is read once, as a tuple, whose slices and comparisons cost a
+    third of a torch.Size's.)"""
     try:
         if packed or not (type(width) is int and type(height) is int and type(tile_size) is int
                           and width > 0 and height > 0 and 0 < tile_size <= 32):
@@ -96,22 +97,23 @@ def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, h
                 and opacities.get_device() == index and isect_offsets.get_device() == index
                 and flatten_ids.get_device() == index):
             return None
-        shape, offsets_shape, conics_shape, colors_shape = means2d.shape, isect_offsets.shape, conics.shape, colors.shape
+        shape, offsets_shape = tuple(means2d.shape), tuple(isect_offsets.shape)
+        conics_shape, colors_shape = tuple(conics.shape), tuple(colors.shape)
         rank, points, channels = len(shape), shape[:-1], colors_shape[-1]  # points: [..., N]
         dims = points[:-1]
         if not (rank >= 3 and shape[-1] == 2 and conics_shape[-1] == 3 and conics_shape[:-1] == points
-                and colors_shape[:-1] == points and opacities.shape == points
+                and colors_shape[:-1] == points and tuple(opacities.shape) == points
                 and len(offsets_shape) == rank and offsets_shape[:-2] == dims and flatten_ids.dim() == 1
                 and 0 < channels <= frontend.GSPLAT_CHANNELS[-1]
                 and offsets_shape[-2] * tile_size >= height and offsets_shape[-1] * tile_size >= width):
             return None
         if backgrounds is not None:
-            backgrounds_shape = backgrounds.shape
+            backgrounds_shape = tuple(backgrounds.shape)
             if not (backgrounds.dtype is _F32 and backgrounds.get_device() == index
                     and backgrounds_shape[-1] == channels and backgrounds_shape[:-1] == dims):
                 return None
         if masks is not None and not (masks.dtype is _BOOL and masks.get_device() == index
-                                      and masks.shape == offsets_shape):
+                                      and tuple(masks.shape) == offsets_shape):
             return None
         return means2d.numel() // 2, channels, means2d.device, offsets_shape
     except (AttributeError, TypeError, IndexError):  # not tensors (or 0-d ones): the full validation names them
@@ -272,12 +274,33 @@ def rasterize_with_plan(
     return render_colors, render_alphas, plan
 
 
-def rasterize_to_pixels(*args, config: Optional[LPTConfig] = None, return_stats: bool = False, **kwargs):
+def rasterize_to_pixels(
+    means2d: Tensor,
+    conics: Tensor,
+    colors: Tensor,
+    opacities: Tensor,
+    image_width: int,
+    image_height: int,
+    tile_size: int,
+    isect_offsets: Tensor,
+    flatten_ids: Tensor,
+    backgrounds: Optional[Tensor] = None,
+    masks: Optional[Tensor] = None,
+    packed: bool = False,
+    absgrad: bool = False,
+    config: Optional[LPTConfig] = None,
+    return_stats: bool = False,
+):
     """gsplat's `rasterize_to_pixels`, scheduled by the LPT backend (same signature, plus `config`).
 
     Returns (render_colors [..., H, W, channels], render_alphas [..., H, W, 1]), plus the schedule report
-    (the mapping `meta["lpt"]` holds) when `return_stats` is True."""
-    render_colors, render_alphas, plan = rasterize_with_plan(*args, config=config, **kwargs)
+    (the mapping `meta["lpt"]` holds) when `return_stats` is True. (The arguments are passed on by position:
+    re-packing keywords costs about a microsecond of every call.)"""
+    render_colors, render_alphas, plan = rasterize_with_plan(
+        means2d, conics, colors, opacities, image_width, image_height, tile_size, isect_offsets, flatten_ids,
+        backgrounds, masks, packed, absgrad, config)
+    if not return_stats:
+        return render_colors, render_alphas
     return frontend.with_report(VARIANT, (render_colors, render_alphas), plan, config, return_stats)
 
 

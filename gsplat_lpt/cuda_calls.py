@@ -1,0 +1,88 @@
+"""The CUDA calls of the runtime, each as cheap as Python allows (a call's host time is mostly these): kernel
+launches through the driver with struct arguments, torch's current stream as a raw handle, raw events, and the
+page-locked status words the kernels write for the host.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from . import constants
+from .compiler import import_cupy
+
+_driver = None
+
+
+def launch(function: int, grid: int, block: int, shared: int, stream: int, arguments: ctypes.Array) -> None:
+    """cuLaunchKernel of a compiled function (its pointer) with struct arguments (kernelParams)."""
+    global _driver
+    if _driver is None:
+        from cupy_backends.cuda.api import driver as _driver_module
+
+        _driver = _driver_module
+    _driver.launchKernel(function, grid, 1, 1, block, 1, 1, shared, stream, ctypes.addressof(arguments), 0)
+
+
+_raw_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def current_stream_handle(device_index: int) -> int:
+    """The cudaStream_t of torch's current stream on a device, without building a torch Stream object."""
+    if _raw_current_stream is not None:
+        return int(_raw_current_stream(device_index))
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
+def cuda_runtime():
+    """CuPy's CUDA runtime module (event record and wait on raw handles)."""
+    return import_cupy().cuda.runtime
+
+
+def raw_event(device_index: int) -> int:
+    """A cudaEvent_t without timing (cheapest to record and wait on), kept for the process's life."""
+    cupy = import_cupy()
+    with cupy.cuda.Device(device_index):
+        return int(cupy.cuda.runtime.eventCreateWithFlags(cupy.cuda.runtime.eventDisableTiming))
+
+
+_REQUIRED_CLUSTER_WIDTH = 11  # CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH
+
+
+def cluster_width(kernel) -> int:
+    """The CTAs per cluster a compiled kernel was built for (its __cluster_dims__; 0 without)."""
+    from cupy_backends.cuda.api import driver
+
+    return int(driver.funcGetAttribute(_REQUIRED_CLUSTER_WIDTH, kernel.kernel.ptr))
+
+
+STATUS_FRAME_INDEX = constants.STATUS["frame_index"]
+
+
+class MappedStatus:
+    """A few int32 words of page-locked host memory that kernels write through its device address
+    (the frame's status, read by the host without waiting for the GPU)."""
+
+    def __init__(self, device_index: int):
+        cupy = import_cupy()
+        self.words = len(constants.STATUS_WORDS)
+        flags = 1 | 2  # cudaHostAllocPortable | cudaHostAllocMapped
+        with cupy.cuda.Device(device_index):
+            self._host = cupy.cuda.runtime.hostAlloc(4 * self.words, flags)
+            # with unified addressing (every 64-bit CUDA platform) this is the host address itself
+            self.device_address = int(cupy.cuda.runtime.pointerGetAttributes(self._host).devicePointer)
+        self.view = (ctypes.c_int32 * self.words).from_address(self._host)
+        ctypes.memset(self._host, 0, 4 * self.words)
+        self.view[constants.STATUS["frame_index"]] = -1
+
+    def frame_index(self) -> int:
+        return self.view[STATUS_FRAME_INDEX]
+
+    def __del__(self):
+        try:
+            import cupy
+
+            cupy.cuda.runtime.freeHost(self._host)
+        except Exception:
+            pass
