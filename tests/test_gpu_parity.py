@@ -65,7 +65,10 @@ def cameras(count, width, height, device="cuda"):
     return viewmats.to(device), Ks.to(device)
 
 
-def project(means, quats, scales, opacities, viewmats, Ks, width, height, tile_size=16, channels=3, seed=0):
+def project(means, quats, scales, opacities, viewmats, Ks, width, height, tile_size=16, channels=3, seed=0,
+            grid_width=None):
+    """gsplat's projection and tile intersection of one frame (a tile grid `grid_width` tiles wide where given:
+    gsplat accepts any grid that covers the image)."""
     from gsplat.cuda._wrapper import fully_fused_projection, isect_offset_encode, isect_tiles
 
     C = viewmats.shape[0]
@@ -73,7 +76,7 @@ def project(means, quats, scales, opacities, viewmats, Ks, width, height, tile_s
         means, None, quats, scales, viewmats, Ks, width, height, packed=False, opacities=opacities)
     g = torch.Generator(device="cpu").manual_seed(seed + 1)
     colors = torch.rand(C, means.shape[0], channels, generator=g).cuda()
-    tile_width, tile_height = math.ceil(width / tile_size), math.ceil(height / tile_size)
+    tile_width, tile_height = grid_width or math.ceil(width / tile_size), math.ceil(height / tile_size)
     _, isect_ids, flatten_ids = isect_tiles(means2d, radii, depths, tile_size, tile_width, tile_height)
     isect_offsets = isect_offset_encode(isect_ids, C, tile_width, tile_height)
     opacities_c = opacities[None].expand(C, -1).contiguous()
@@ -267,6 +270,30 @@ def test_batch_dims_through_public_function():
     assert (colors - ref_colors).abs().max().item() <= 1e-6
     assert (alphas - ref_alphas).abs().max().item() <= 1e-6
     assert stats["mode"] == "lpt" and stats["concurrent_ctas"] > 0 and stats["imbalance"] > 0
+
+
+def test_frames_of_other_sizes_and_configs_in_turn_on_one_stream():
+    """The kernels' frame arguments keep a frame's size and a config's switches from the call before where they
+    are the same (gsplat_lpt.runtime.Rasterizer.run): frames of other sizes (among them two with as many items,
+    image sizes and tiles but another tile grid) and other configs, in turn on one stream, each stay exact."""
+    W, H = 160, 96
+    gaussians = random_gaussians(3000, seed=21)
+    two_images = project(*gaussians, *cameras(2, W, H), W, H)
+    wide_grid = project(*gaussians, *cameras(1, W, H), W, H, grid_width=20)  # one image, as many items
+    small = project(*random_gaussians(1500, seed=22), *cameras(1, 96, 64), 96, 64)
+    assert wide_grid["isect_offsets"].numel() == two_images["isect_offsets"].numel()
+    exact, culled_off = LPTConfig(mode="lpt"), LPTConfig(mode="lpt", cull=False, warp_shape="rows")
+    stream = torch.cuda.Stream()  # (a workspace of its own)
+    with torch.cuda.stream(stream):
+        for frame, config in [(two_images, exact), (wide_grid, exact), (small, culled_off), (two_images, culled_off),
+                              (wide_grid, LPTConfig(mode="auto")), (two_images, exact), (wide_grid, culled_off),
+                              (small, exact)]:
+            ref_colors, ref_alphas = original("rasterize_to_pixels")(**frame)
+            colors, alphas = gsplat_lpt.rasterize_to_pixels(**frame, config=config)
+            if config.mode == "lpt":
+                assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas), (frame["means2d"].shape, config)
+            else:
+                assert psnr(colors, ref_colors) >= 76 and psnr(alphas, ref_alphas) >= 76
 
 
 def test_padded_channel_count():
