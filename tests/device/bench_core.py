@@ -327,8 +327,10 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=
                 configs[f"fixed({rho},{k})"] = LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
                 if grid_two_pixels:  # the same schedule, the persistent kernel at two pixels per thread
                     configs[f"fixed2px({rho},{k})"] = configs[f"fixed({rho},{k})"].replace(pixels_per_thread=2)
-    for lam, beta in policy_grid:  # auto with other constants of Eq. (6): the policy's sensitivity to them
-        configs[f"auto(l={lam:g},b={beta:g})"] = auto.replace(overhead_lambda=lam, imbalance_beta=beta)
+    for lam, beta, *floor in policy_grid:  # auto with other constants of Eq. (6): the policy's sensitivity to them
+        label = f"auto(l={lam:g},b={beta:g}" + (f",f={floor[0]:g})" if floor else ")")
+        configs[label] = auto.replace(overhead_lambda=lam, imbalance_beta=beta,
+                                      **({"chunked_cost_floor": floor[0]} if floor else {}))
     variants = {"vanilla": lambda: gsplat_blend(**frame)}
     streams = {label: torch.cuda.Stream() for label in configs}
     torch.cuda.synchronize()  # the frame's tensors are ready for every stream
@@ -436,8 +438,8 @@ def main() -> None:
     parser.add_argument("--grid-two-pixels", action="store_true",
                         help="the fixed grid also with the persistent kernel at two pixels per thread")
     parser.add_argument("--ks", nargs="+", type=int, default=None, help="chunk counts of the fixed grid")
-    parser.add_argument("--policy-grid", nargs="*", default=[], metavar="LAMBDA:BETA",
-                        help="also time auto with these (overhead_lambda, imbalance_beta) pairs")
+    parser.add_argument("--policy-grid", nargs="*", default=[], metavar="LAMBDA:BETA[:FLOOR]",
+                        help="also time auto with these (overhead_lambda, imbalance_beta[, chunked_cost_floor])")
     parser.add_argument("--calibration", type=Path, help="calibration.json of `gsplat-lpt calibrate`: auto uses its fit")
     parser.add_argument("--plot", nargs="+", type=Path, metavar=("JSON", "BEFORE_JSON"),
                         help="only draw speedup_vs_imbalance.png from a result file (and an earlier one) into --out")

@@ -133,8 +133,13 @@ def main() -> None:
     for suffix, package in packages.items():
         if suffix:
             earlier = importlib.import_module(package.__name__ + ".hook")
-            checks[f"rasterization's check{suffix}"] = lambda h=earlier: h._require_cuda_inputs(rasterization,
-                                                                                                wrapper_args, {})
+            if hasattr(earlier, "_parameter_reader"):  # (a checkout with the same checks as this one)
+                old_reader = earlier._parameter_reader(rasterization)
+                checks[f"rasterization's checks{suffix}"] = lambda h=earlier, r=old_reader: (
+                    h._require_cuda_inputs(r.positions, wrapper_args, {}), h.whole_map_chunk(wrapper_args, {}, r))
+            else:  # (before: the check read the signature on every call)
+                checks[f"rasterization's check{suffix}"] = lambda h=earlier: h._require_cuda_inputs(
+                    rasterization, wrapper_args, {})
     print(f"== the hooked rasterization's own checks, {args.rounds} rounds of {args.calls} calls")
     report(rounds_us(checks, args.calls, args.rounds), reference="rasterization's checks")
 
