@@ -74,10 +74,7 @@ class MappedStatus:
             self.device_address = int(cupy.cuda.runtime.pointerGetAttributes(self._host).devicePointer)
         self.view = (ctypes.c_int32 * self.words).from_address(self._host)
         ctypes.memset(self._host, 0, 4 * self.words)
-        self.view[constants.STATUS["frame_index"]] = -1
-
-    def frame_index(self) -> int:
-        return self.view[STATUS_FRAME_INDEX]
+        self.view[STATUS_FRAME_INDEX] = -1  # (no frame finished yet; the runtime reads this word first)
 
     def __del__(self):
         try:

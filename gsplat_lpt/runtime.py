@@ -7,8 +7,8 @@ stream and a `Workspace` per CUDA stream, reused across frames:
     rasterizer.run(plan, params, outputs)             # chunk kernel, and the LPT kernel beside it
 
 Kernels are CuPy RawModules over kernels/*.cu (gsplat_lpt.compiler), compiled once per (source, channel
-count, CTA size, device) and launched through the CUDA driver with their arguments packed as structs (gsplat_lpt.layouts),
-on torch's current stream. After the first frames of a given size nothing is allocated per frame but the
+count, CTA size, device) and launched through the CUDA driver (gsplat_lpt.cuda_calls) with their arguments packed as
+structs (gsplat_lpt.layouts), on torch's current stream. After the first frames of a given size nothing is allocated per frame but the
 outputs; a plan can run twice with equal results, and a frame can be captured in a CUDA graph.
 """
 
