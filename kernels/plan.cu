@@ -92,18 +92,11 @@ __device__ inline unsigned long long order_key(int cost, int item) {
 }
 __device__ inline int key_cost(unsigned long long key) { return 0x7fffffff - (int)(key >> 32); }
 
-// atomicAdd(counter + bucket, 1) for every active lane, one atomic per distinct bucket of the warp; returns
-// the lane's rank among all increments of its bucket (the old value plus its rank among its warp peers).
-__device__ inline int aggregated_increment(int* counter, int bucket) {
-    const unsigned active = __activemask();
-    const unsigned peers = __match_any_sync(active, bucket);
-    const int leader = __ffs(peers) - 1;
-    const int lane = (int)(threadIdx.x & 31);
-    int base = 0;
-    if (lane == leader) base = atomicAdd(counter + bucket, __popc(peers));
-    base = __shfl_sync(peers, base, leader);
-    return base + __popc(peers & ((1u << lane) - 1u));
-}
+// The item's slot in its bucket (shared memory): a plain atomic per lane. The order within a bucket is any order
+// (only the head is sorted exactly). One atomic per distinct bucket of the warp (__match_any_sync, then a
+// shuffle) took about a tenth of the one-cluster plan's stall samples on the H200 (Nsight Compute, a synthetic
+// 1080p frame), waiting on the match.
+__device__ inline int bucket_slot(int* counter, int bucket) { return atomicAdd(counter + bucket, 1); }
 
 // The usual last-CTA-finishes pattern: true in every thread of the last CTA of the grid to get here.
 __device__ inline bool last_to_arrive(int* arrivals, int* flag) {
@@ -388,11 +381,11 @@ __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* hea
 
 extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_costs(const lpt::PlanArgs p) {
     __shared__ int histogram[LPT_BUCKET_COUNT];
-    __shared__ unsigned long long sums[2];
+    __shared__ unsigned sums[2];  // 32-bit, as plan_in_cluster's partial sums (native shared atomics; no overflow)
     __shared__ int block_error, block_max, is_last;
     for (int b = (int)threadIdx.x; b < LPT_BUCKET_COUNT; b += (int)blockDim.x) histogram[b] = 0;
     if (threadIdx.x == 0) {
-        sums[0] = sums[1] = 0ull;
+        sums[0] = sums[1] = 0u;
         block_error = 0;
         block_max = 0;
     }
@@ -405,23 +398,23 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_costs(const 
         const int c = lpt::predicted_cost(p, item, list_length, error);
         if (error != 0) atomicOr(&block_error, error);
         p.costs[item] = c;
-        lpt::aggregated_increment(histogram, lpt::cost_bucket(c));
+        lpt::bucket_slot(histogram, lpt::cost_bucket(c));
         length = (unsigned long long)list_length;
         cost = (unsigned long long)c;
     }
     int largest = (int)cost, no_error = 0;  // (errors were or-ed into block_error above)
     lpt::warp_plan_sums(length, cost, largest, no_error);
     if ((threadIdx.x & 31) == 0) {
-        atomicAdd(sums + 0, length);
-        atomicAdd(sums + 1, cost);
+        atomicAdd(sums + 0, (unsigned)length);
+        atomicAdd(sums + 1, (unsigned)cost);
         atomicMax(&block_max, largest);
     }
     __syncthreads();
     for (int b = (int)threadIdx.x; b < LPT_BUCKET_COUNT; b += (int)blockDim.x)
         if (histogram[b] != 0) atomicAdd(p.histogram + b, histogram[b]);
     if (threadIdx.x == 0) {
-        atomicAdd(p.total + 2, sums[0]);
-        atomicAdd(p.total + 3, sums[1]);
+        atomicAdd(p.total + 2, (unsigned long long)sums[0]);
+        atomicAdd(p.total + 3, (unsigned long long)sums[1]);
         if (block_error != 0) atomicOr(p.schedule + LPT_WORD_PLAN_ERROR, block_error);
         atomicMax(p.schedule + LPT_WORD_MAX_COST_SCRATCH, block_max);
     }
@@ -499,7 +492,7 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
     if (item < p.num_items) {
         cost = p.costs[item];
         bucket = lpt::cost_bucket(cost);
-        rank = lpt::aggregated_increment(counts, bucket);
+        rank = lpt::bucket_slot(counts, bucket);
     }
     __syncthreads();
     for (int b = (int)threadIdx.x; b < LPT_BUCKET_COUNT; b += (int)blockDim.x)
@@ -605,7 +598,10 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
     __shared__ unsigned long long keys[LPT_HEAD_CAPACITY];  // the head's keys, at their bucket-order positions
     __shared__ int head_costs[LPT_HEAD_CAPACITY];            // CTA 0: the head's costs in exact order
     __shared__ int ranked[LPT_HEAD_CAPACITY];                // exact places of the head keys this CTA ranked
-    __shared__ unsigned long long partial_sums[2];  // this CTA's list lengths and predicted costs
+    // this CTA's list lengths and predicted costs: 32-bit (native shared atomics; 64-bit ones spin on a compare and
+    // swap). They cannot overflow: the valid ranges of the items follow each other within n_isects < 2^31, and
+    // an invalid range counts 0.
+    __shared__ unsigned partial_sums[2];
     __shared__ int partial_max, partial_error, warp_totals[B / 32];
     __shared__ unsigned long long sums[2];  // the cluster's
     __shared__ int largest_cost, errors, head_bucket, hopeless, forced_next, chosen[3];
@@ -616,7 +612,7 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     for (int b = tid; b < B; b += T) counts[b] = 0;
     if (tid == 0) {
-        partial_sums[0] = partial_sums[1] = 0ull;
+        partial_sums[0] = partial_sums[1] = 0u;
         partial_max = partial_error = 0;
         head_bucket = 1;
         forced_next = 0;
@@ -626,7 +622,7 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
 
     // 1. Costs: item (j C + rank) T + tid is the j-th of this thread (all loads first, then the ranks).
     int cost[R], slot[R];
-    unsigned long long length_sum = 0ull, cost_sum = 0ull;
+    unsigned length_sum = 0u, cost_sum = 0u;
     int largest = 0, error = 0;
 #pragma unroll
     for (int j = 0; j < R; ++j) {
@@ -636,17 +632,20 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
             int list_length;
             const int c = predicted_cost(p, item, list_length, error);
             cost[j] = c;
-            length_sum += (unsigned long long)list_length;
-            cost_sum += (unsigned long long)c;
+            length_sum += (unsigned)list_length;
+            cost_sum += (unsigned)c;
             largest = max(largest, c);
         }
     }
 #pragma unroll
     for (int j = 0; j < R; ++j) {
         slot[j] = 0;
-        if ((j * C + rank) * T + tid < p.num_items) slot[j] = aggregated_increment(counts, cost_bucket(cost[j]));
+        if ((j * C + rank) * T + tid < p.num_items) slot[j] = bucket_slot(counts, cost_bucket(cost[j]));
     }
-    warp_plan_sums(length_sum, cost_sum, largest, error);
+    length_sum = __reduce_add_sync(0xffffffffu, length_sum);  // (one instruction each, compute capability 8.0+)
+    cost_sum = __reduce_add_sync(0xffffffffu, cost_sum);
+    largest = __reduce_max_sync(0xffffffffu, largest);
+    error = (int)__reduce_or_sync(0xffffffffu, (unsigned)error);
     if (lane == 0) {
         atomicAdd(partial_sums + 0, length_sum);
         atomicAdd(partial_sums + 1, cost_sum);
