@@ -87,7 +87,7 @@ def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, h
     third of a torch.Size's.)"""
     try:
         if packed or not (type(width) is int and type(height) is int and type(tile_size) is int
-                          and width > 0 and height > 0 and 0 < tile_size <= 32):
+                          and width > 0 and height > 0 and 0 < tile_size <= constants.MAX_TILE_SIZE):
             return None
         if not (means2d.dtype is _F32 and conics.dtype is _F32 and colors.dtype is _F32 and opacities.dtype is _F32
                 and isect_offsets.dtype is _I32 and flatten_ids.dtype is _I32):
