@@ -88,10 +88,13 @@ def head_count(costs: Tensor, max_chunked_tiles: int) -> Tuple[int, int]:
 def modelled_cost(total: float, n1: float, next_cost: Tensor, h: Tensor, chunk_count: int, concurrent_ctas: int,
                   overhead_lambda: float, imbalance_beta: float) -> Tensor:
     """Eq. (6): T(h, k) = max((N_total + lambda h k) / K, l) + beta l,  l = max(N_1 / k, N_{h+1}); for
-    h = 0 nothing is chunked and l = N_1. Float64, rounded as the GPU rounds it (no fused multiply-add)."""
+    h = 0 nothing is chunked and l = N_1. The mean work per CTA is computed as N_total / K + h (lambda k / K), so
+    that the GPU's search needs no division per candidate. Float64, rounded as the GPU rounds it (no fused
+    multiply-add)."""
     h = h.to(torch.float64)
     longest = torch.where(h == 0, torch.full_like(h, n1), torch.maximum(torch.full_like(h, n1 / chunk_count), next_cost))
-    average = (total + overhead_lambda * h * chunk_count) / concurrent_ctas
+    step = (overhead_lambda * chunk_count) / concurrent_ctas
+    average = total / concurrent_ctas + step * h
     return torch.maximum(average, longest) + imbalance_beta * longest
 
 
@@ -106,45 +109,12 @@ def estimated_cost(sorted_costs: Tensor, total: float, concurrent_ctas: int, chu
                          imbalance_beta)
 
 
-def bucket_floor(bucket: int) -> float:
-    """kernels/plan.cu bucket_floor: the least cost of a bucket (0 for the empty one), a little below."""
-    if bucket <= 0:
-        return 0.0
-    bits = torch.tensor([0x3F800000 + ((bucket - 1) << (23 - constants.BUCKET_SUB_BITS))], dtype=torch.int32)
-    return float(bits.view(torch.float32)) * (1.0 - 1e-6)
-
-
-def no_gain_possible(costs: Tensor, total: float, n1: float, lpt_cost: float, concurrent_ctas: int,
-                     config: LPTConfig) -> bool:
-    """kernels/plan.cu no_gain_possible, operation for operation: whether a lower bound of every candidate's
-    Eq. (6) cost is above the bar min_gain below LPT only, so that the GPU skips the head sort and the search
-    (which would choose (0, 1) and want nothing). For N_{h+1} in cost bucket b, h is at least the items in
-    heavier buckets and N_{h+1} at least the bucket's least cost; past the non-empty items N_{h+1} = 0. And a
-    balanced frame (sigma N_1 K (1 - min_gain) <= N_total, sigma = config.heavy_item_pace: LPT alone ends
-    within min_gain of the balance bound) is not chunked."""
-    counts = [int(k) for k in config.chunk_counts[: constants.MAX_CHUNK_COUNTS]]
-    if not counts or config.heavy_item_pace * n1 * concurrent_ctas * (1.0 - config.min_gain) <= total:
-        return True
-    k_min, k_max = min(counts), max(counts)
-    histogram = torch.bincount(cost_buckets(costs).reshape(-1), minlength=constants.BUCKET_COUNT).tolist()
-    nonempty = sum(histogram[1:])
-    q = min(config.max_chunked_tiles, nonempty)
-
-    def bound(h_least: int, floor_next: float) -> float:
-        least = max(n1 / k_max, floor_next)
-        average = (total + (config.overhead_lambda * h_least) * k_min) / concurrent_ctas
-        return max(average, least) + config.imbalance_beta * least
-
-    best = math.inf
-    higher = 0
-    for b in range(constants.BUCKET_COUNT - 1, 0, -1):  # heaviest bucket first
-        members = histogram[b]
-        if members > 0 and higher <= q and higher + members - 1 >= 1:
-            best = min(best, bound(max(1, higher), bucket_floor(b)))
-        higher += members
-    if nonempty <= q:
-        best = min(best, bound(max(1, nonempty), 0.0))
-    return best > (1.0 - config.min_gain) * lpt_cost
+def no_gain_possible(total: float, n1: float, concurrent_ctas: int, config: LPTConfig) -> bool:
+    """kernels/plan.cu no_gain_possible, operation for operation: a balanced frame, whose heaviest item at its pace
+    (sigma = config.heavy_item_pace: it ends alone on its SM) takes no longer than the mean work per CTA over
+    1 - min_gain (sigma N_1 K (1 - min_gain) <= N_total). LPT alone ends within min_gain of the balance bound
+    there, and the auto policy leaves it to LPT without sorting the head or searching."""
+    return config.heavy_item_pace * n1 * concurrent_ctas * (1.0 - config.min_gain) <= total
 
 
 def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, config: LPTConfig,
@@ -237,7 +207,7 @@ def plan_schedule(isect_offsets: Tensor, n_isects: int, concurrent_ctas: int, co
     if error or mode == "lpt":
         choice = ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
     elif mode == "auto":
-        if no_gain_possible(costs, float(total_cost), n1, lpt_cost, K, config):  # (the GPU skips the search)
+        if no_gain_possible(float(total_cost), n1, K, config):  # (the GPU skips the head sort and the search)
             choice = ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
         else:
             choice = choose_chunking(sorted_costs[: head + 1], float(total_cost), K, config, head=head,

@@ -154,74 +154,32 @@ __device__ inline void bitonic_sort(unsigned long long* keys, int count) {
     }
 }
 
-// Eq. (6): T(h, k) = max((N_total + lambda h k) / K, l) + beta l,  l = max(N_1 / k, N_{h+1}).
+// Eq. (6): T(h, k) = max((N_total + lambda h k) / K, l) + beta l,  l = max(N_1 / k, N_{h+1}), with the mean work
+// per CTA as N_total / K + h (lambda k / K): the search then evaluates a candidate without a division.
 // Explicitly rounded operations (no fused multiply-add), so that plan.py's float64 twin gets the same bits.
-__device__ inline double modelled_cost(const PlanArgs& p, double total, double n1, double next, int h, int k) {
-    const double longest = h == 0 ? n1 : fmax(__ddiv_rn(n1, (double)k), next);
-    const double overhead = __dmul_rn(__dmul_rn(p.overhead_lambda, (double)h), (double)k);
-    const double average = __ddiv_rn(__dadd_rn(total, overhead), (double)p.concurrent_ctas);
+// lambda k / K: the mean work per CTA that each item chunked k ways adds
+__device__ inline double overhead_step(const PlanArgs& p, int k) {
+    return __ddiv_rn(__dmul_rn(p.overhead_lambda, (double)k), (double)p.concurrent_ctas);
+}
+
+__device__ inline double eq6_cost(const PlanArgs& p, double total_per_cta, double step, double longest, int h) {
+    const double average = __dadd_rn(total_per_cta, __dmul_rn(step, (double)h));
     return __dadd_rn(fmax(average, longest), __dmul_rn(p.imbalance_beta, longest));
 }
 
-// The least cost of bucket b >= 1 (a lower bound of every cost in it; 0 for the empty bucket), in double.
-__device__ inline double bucket_floor(int b) {
-    if (b <= 0) return 0.0;
-    const float least = __uint_as_float(0x3f800000u + ((unsigned)(b - 1) << (23 - LPT_BUCKET_SUB_BITS)));
-    return (double)least * (1.0 - 1e-6);  // (an int cost rounds to float within 2^-24 relative)
+__device__ inline double modelled_cost(const PlanArgs& p, double total, double n1, double next, int h, int k) {
+    const double longest = h == 0 ? n1 : fmax(__ddiv_rn(n1, (double)k), next);
+    return eq6_cost(p, __ddiv_rn(total, (double)p.concurrent_ctas), overhead_step(p, k), longest, h);
 }
 
-// A lower bound of Eq. (6) over every candidate whose N_{h+1} is at least `floor_next` and whose h is at least
-// `h_least`: k between k_min and k_max, no more overhead than lambda h_least k_min, l at least
-// max(N_1 / k_max, floor_next). The same rounded operations as modelled_cost, each monotone in its inputs, so
-// the bound is below every such candidate's computed cost.
-__device__ inline double candidate_bound(const PlanArgs& p, double total, double n1, int h_least, double floor_next,
-                                         int k_min, int k_max) {
-    const double least = fmax(__ddiv_rn(n1, (double)k_max), floor_next);
-    const double overhead = __dmul_rn(__dmul_rn(p.overhead_lambda, (double)h_least), (double)k_min);
-    const double average = __ddiv_rn(__dadd_rn(total, overhead), (double)p.concurrent_ctas);
-    return __dadd_rn(fmax(average, least), __dmul_rn(p.imbalance_beta, least));
-}
-
-// Whether the auto search cannot find an (h, k) worth chunking, decided before the head is sorted, by a whole
-// CTA (every thread gets the answer). The search's h runs up to q = min(max_chunked_tiles, nonempty), and
-// N_{h+1} is the cost at position h of the order: for position h in bucket b (above(b) items in heavier
-// buckets, size(b) in it), h >= above(b) and N_{h+1} >= the least cost of b; past the non-empty items
-// N_{h+1} = 0 and h >= nonempty. When the least candidate_bound over those cases is above the bar min_gain
-// below LPT only, the search would choose (0, 1) and want nothing, and it is skipped. And a frame whose
-// heaviest item, at its pace (sigma, LPTConfig.heavy_item_pace: it ends alone on its SM), takes no longer
-// than the mean work per CTA over 1 - min_gain (sigma N_1 K (1 - min_gain) <= N_total) is balanced: LPT alone
-// ends within min_gain of the balance bound, and the policy does not chunk it (Eq. (6) with a large beta
-// would price that last item's tail at beta N_1, far above what such frames measure).
-// plan.no_gain_possible is the same test in PyTorch.
-template <class Above, class Size>
-__device__ bool no_gain_possible(const PlanArgs& p, double total, double n1, double lpt_cost, int nonempty,
-                                 Above above, Size size, double* scratch /* [32] */) {
-    int k_min = 0x7fffffff, k_max = 0;
-    for (int i = 0; i < p.num_chunk_counts && i < LPT_MAX_CHUNK_COUNTS; ++i) {
-        k_min = min(k_min, p.chunk_counts[i]);
-        k_max = max(k_max, p.chunk_counts[i]);
-    }
+// A balanced frame: its heaviest item, at its pace (sigma, LPTConfig.heavy_item_pace: it ends alone on its SM),
+// takes no longer than the mean work per CTA over 1 - min_gain (sigma N_1 K (1 - min_gain) <= N_total): LPT
+// alone ends within min_gain of the balance bound, and the auto policy leaves it to LPT, with neither the exact
+// head nor the search (Eq. (6) with a large beta would price that last item's tail at beta N_1, far above what
+// such frames measure). The same in every thread. plan.no_gain_possible is the same test in PyTorch.
+__device__ inline bool no_gain_possible(const PlanArgs& p, double total, double n1) {
     const double paced = __dmul_rn(__dmul_rn(p.heavy_item_pace, n1), (double)p.concurrent_ctas);
-    if (__dmul_rn(paced, 1.0 - p.min_gain) <= total) return true;  // balanced (uniform in the CTA)
-    const int q = min(p.max_chunked_tiles, nonempty);
-    double least = __longlong_as_double(0x7ff0000000000000ll);  // +inf: no candidate
-    if (k_max > 0) {
-        for (int b = (int)threadIdx.x + 1; b < LPT_BUCKET_COUNT; b += (int)blockDim.x) {
-            const int higher = above(b), members = size(b);
-            if (members > 0 && higher <= q && higher + members - 1 >= 1)
-                least = fmin(least, candidate_bound(p, total, n1, max(1, higher), bucket_floor(b), k_min, k_max));
-        }
-        if (threadIdx.x == 0 && nonempty <= q)
-            least = fmin(least, candidate_bound(p, total, n1, max(1, nonempty), 0.0, k_min, k_max));
-    }
-    for (int offset = 16; offset > 0; offset >>= 1) least = fmin(least, __shfl_xor_sync(0xffffffffu, least, offset));
-    const int lane = (int)(threadIdx.x & 31), warp = (int)(threadIdx.x >> 5);
-    __syncthreads();  // (scratch may hold a caller's earlier values)
-    if (lane == 0) scratch[warp] = least;
-    __syncthreads();
-    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) least = fmin(least, scratch[w]);
-    __syncthreads();
-    return least > __dmul_rn(1.0 - p.min_gain, lpt_cost);
+    return __dmul_rn(paced, 1.0 - p.min_gain) <= total;
 }
 
 // The forced modes' (h, k): every non-empty item (chunk) or the heaviest ceil(rho n) (fixed), k given; h k
@@ -271,36 +229,41 @@ __device__ __forceinline__ void keep_better(double& cost, int& tie, double other
 }
 
 // The auto policy's search, for both plan paths (plan_order's last CTA, plan_cluster's CTA 0), by every thread
-// of the CTA: each thread models some (h, k) candidates of Eq. (6) with the same rounded operations as
-// modelled_cost (N_1 / k once per k), then two block-wide minima (within the partial buffers, and unbounded).
+// of the CTA: each thread models the candidates (h, k) of its h, every k, with the same rounded operations as
+// modelled_cost (N_1 / k and lambda k / K once per k: no division per candidate), then two block-wide minima
+// (within the partial buffers, and unbounded).
 // head_cost(i): the exact cost of sorted position i < head. chosen (h, k, wanted) and p.predicted[0] are
 // written by thread 0; the caller synchronizes before reading chosen.
 template <class HeadCost>
 __device__ void choose_auto(const PlanArgs& p, HeadCost head_cost, int head, int nonempty, double total, double n1,
                             double lpt_cost, int* chosen) {
     __shared__ double longest_of_k[LPT_MAX_CHUNK_COUNTS];  // N_1 / k
+    __shared__ double step_of_k[LPT_MAX_CHUNK_COUNTS];  // lambda k / K
     __shared__ double warp_cost[2][32];
     __shared__ int warp_tie[2][32];
     const int counts = min(p.num_chunk_counts, LPT_MAX_CHUNK_COUNTS);
-    if ((int)threadIdx.x < counts) longest_of_k[threadIdx.x] = __ddiv_rn(n1, (double)p.chunk_counts[threadIdx.x]);
-    __syncthreads();
+    if ((int)threadIdx.x < counts) {
+        longest_of_k[threadIdx.x] = __ddiv_rn(n1, (double)p.chunk_counts[threadIdx.x]);
+        step_of_k[threadIdx.x] = overhead_step(p, p.chunk_counts[threadIdx.x]);
+    }
     const int last_h = min(p.max_chunked_tiles, head == nonempty ? head : head - 1);
-    const int candidates = max(last_h, 0) * counts;
+    const double total_per_cta = __ddiv_rn(total, (double)p.concurrent_ctas);
     // the lightest chunked item, N_h, must be above chunked_cost_floor times the mean work per CTA
-    const double floor_cost = __dmul_rn(p.chunked_cost_floor, __ddiv_rn(total, (double)p.concurrent_ctas));
+    const double floor_cost = __dmul_rn(p.chunked_cost_floor, total_per_cta);
     double best = lpt_cost, unbounded = lpt_cost;  // h = 0 (LPT only) wins ties against every candidate
     int best_tie = 0, unbounded_tie = 0;
-    for (int index = (int)threadIdx.x; index < candidates; index += (int)blockDim.x) {
-        const int h = index / counts + 1, ki = index - (h - 1) * counts, k = p.chunk_counts[ki];
+    __syncthreads();
+    // a thread per h, every k in turn (k's index is the same across the warp: its words are broadcast)
+    for (int h = (int)threadIdx.x + 1; h <= last_h; h += (int)blockDim.x) {
         if (!((double)head_cost(h - 1) > floor_cost)) continue;  // (exact: h - 1 < head)
         const double next = h < head ? (double)head_cost(h) : 0.0;  // N_{h+1}; zero past the non-empty items
-        const double longest = fmax(longest_of_k[ki], next);
-        const double overhead = __dmul_rn(__dmul_rn(p.overhead_lambda, (double)h), (double)k);
-        const double average = __ddiv_rn(__dadd_rn(total, overhead), (double)p.concurrent_ctas);
-        const double cost = __dadd_rn(fmax(average, longest), __dmul_rn(p.imbalance_beta, longest));
-        const int tie = ki * 4096 + h;
-        keep_better(unbounded, unbounded_tie, cost, tie);
-        if ((long long)h * k <= p.chunk_unit_capacity) keep_better(best, best_tie, cost, tie);
+        for (int ki = 0; ki < counts; ++ki) {
+            const int k = p.chunk_counts[ki];
+            const double cost = eq6_cost(p, total_per_cta, step_of_k[ki], fmax(longest_of_k[ki], next), h);
+            const int tie = ki * 4096 + h;
+            keep_better(unbounded, unbounded_tie, cost, tie);
+            if ((long long)h * k <= p.chunk_unit_capacity) keep_better(best, best_tie, cost, tie);
+        }
     }
     for (int offset = 16; offset > 0; offset >>= 1) {
         keep_better(best, best_tie, __shfl_xor_sync(0xffffffffu, best, offset),
@@ -483,7 +446,6 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
     __shared__ int counts[LPT_BUCKET_COUNT];
     __shared__ int bases[LPT_BUCKET_COUNT];
     __shared__ unsigned long long keys[LPT_HEAD_CAPACITY];
-    __shared__ double scratch[32];
     __shared__ int is_last;
     for (int b = (int)threadIdx.x; b < LPT_BUCKET_COUNT; b += (int)blockDim.x) counts[b] = 0;
     __syncthreads();
@@ -512,13 +474,8 @@ extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_order(const 
     // `gsplat-lpt calibrate` fits lambda and beta); without it, the sum of list lengths.
     const double total = (double)__ldcg(p.total + 1);
     const double n1 = (double)p.schedule[LPT_WORD_MAX_COST];
-    // When no (h, k) can be worth it (no_gain_possible: a balanced frame), the auto policy needs neither the
-    // exact head nor the search. After the scatter, cursors[b] is where bucket b ends in the order.
-    const double lpt_cost = lpt::modelled_cost(p, total, n1, 0.0, 0, 1);
-    auto above = [&](int b) { return b == LPT_BUCKET_COUNT - 1 ? 0 : __ldcg(p.cursors + b + 1); };
-    auto size = [&](int b) { return __ldcg(p.cursors + b) - above(b); };
-    const bool hopeless = p.mode == LPT_MODE_AUTO &&  // (mode is the same in every thread)
-                          lpt::no_gain_possible(p, total, n1, lpt_cost, nonempty, above, size, scratch);
+    // A balanced frame (no_gain_possible) needs neither the exact head nor the search in auto.
+    const bool hopeless = p.mode == LPT_MODE_AUTO && lpt::no_gain_possible(p, total, n1);
     const int head = (p.mode == LPT_MODE_LPT || hopeless) ? 0 : p.schedule[LPT_WORD_HEAD_COUNT];
     if (head > 1) {  // bitonic sort of the head, padded to a power of two (at least one 64-key segment)
         int padded = 64;
@@ -604,9 +561,8 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
     __shared__ unsigned partial_sums[2];
     __shared__ int partial_max, partial_error, warp_totals[B / 32];
     __shared__ unsigned long long sums[2];  // the cluster's
-    __shared__ int largest_cost, errors, head_bucket, hopeless, forced_next, chosen[3];
+    __shared__ int largest_cost, errors, head_bucket, forced_next, chosen[3];
     __shared__ double lpt_cost_shared;
-    __shared__ double gain_scratch[32];
 
     const int rank = cluster_rank();
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -616,7 +572,6 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
         partial_max = partial_error = 0;
         head_bucket = 1;
         forced_next = 0;
-        hopeless = 0;
     }
     __syncthreads();
 
@@ -707,13 +662,8 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
     }
     __syncthreads();
     const int nonempty = above[0];
-    if (p.mode == LPT_MODE_AUTO) {  // nothing worth chunking: no head sort, no search (no_gain_possible)
-        const bool none = no_gain_possible(p, (double)sums[1], (double)largest_cost, lpt_cost_shared, nonempty,
-                                           [&](int b) { return above[b]; }, [&](int b) { return bucket_size[b]; },
-                                           gain_scratch);
-        if (tid == 0) hopeless = none;
-        __syncthreads();
-    }
+    // a balanced frame: no head sort, no search (the same in every thread of the cluster)
+    const bool hopeless = p.mode == LPT_MODE_AUTO && no_gain_possible(p, (double)sums[1], (double)largest_cost);
     int head = nonempty;
     if (nonempty > LPT_HEAD_CAPACITY) {
         const int from_top = above[head_bucket] + bucket_size[head_bucket];

@@ -123,8 +123,7 @@ def test_plan_kernels_match_the_torch_oracle(seed, path, monkeypatch, own_stream
             assert schedule[constants.SCHEDULE["wanted_chunk_units"]] == oracle.choice.wanted_chunk_units
             assert report["predicted_cost"] == oracle.choice.predicted_cost  # same float64 operations
             K = rasterizer.concurrent_ctas
-            hopeless = no_gain_possible(oracle.costs, float(oracle.total_cost), float(oracle.max_cost),
-                                        oracle.choice.predicted_cost_lpt, K, mode_config)
+            hopeless = no_gain_possible(float(oracle.total_cost), float(oracle.max_cost), K, mode_config)
             if not hopeless:  # the policy searched: the head is sorted exactly
                 head = oracle.head
                 assert torch.equal(ws.lpt_order[:head].cpu().long(), oracle.lpt_order[:head])

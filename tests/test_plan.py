@@ -200,31 +200,23 @@ def test_fixed_mode_takes_ceil_of_rho():
     assert plan.choice.chunked_tiles == math.ceil(0.1 * 33)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_the_search_skip_only_skips_searches_that_choose_nothing(seed):
-    """no_gain_possible (the GPU skips the head sort and the search on it) is, past its balanced-frame rule, a
-    lower bound of every candidate: wherever it holds, the full search chooses (0, 1) and wants nothing; and
-    it holds on flat frames."""
-    g = torch.Generator().manual_seed(seed)
-    spread = [0.05, 0.3, 1.0, 3.0][seed % 4]
-    n = int(torch.randint(8000 if spread == 0.05 else 50, 20_000, (1,), generator=g))
-    counts = (1000 * torch.exp(spread * torch.randn(n, generator=g))).to(torch.int32)
-    counts[torch.rand(n, generator=g) < 0.1] = 0
-    config = LPTConfig(overhead_lambda=float(torch.rand(1, generator=g)) * 4000,
-                       imbalance_beta=float(torch.rand(1, generator=g)) * 4,
-                       max_chunked_tiles=[255, 40, 2047][seed % 3])
-    K = 792
-    offsets, total = offsets_for(counts.tolist(), (1, n))
-    costs = counts.clone()
-    sorted_costs, _ = lpt_order(costs)
-    n1, total_cost = float(sorted_costs[0]), float(costs.sum())
-    head, nonempty = head_count(costs, config.max_chunked_tiles)
-    full = choose_chunking(sorted_costs[: head + 1], total_cost, K, config, head=head, nonempty=nonempty)
-    balanced = config.heavy_item_pace * n1 * K * (1.0 - config.min_gain) <= total_cost  # (the rule, not a bound)
-    if no_gain_possible(costs, total_cost, n1, full.predicted_cost_lpt, K, config) and not balanced:
-        assert (full.chunked_tiles, full.chunk_count, full.wanted_chunk_units) == (0, 1, 0)
-    if spread == 0.05 and config.imbalance_beta < 2:  # flat: lambda aside, nothing to gain
-        assert no_gain_possible(costs, total_cost, n1, full.predicted_cost_lpt, K, config)
+def test_no_gain_possible_is_the_balanced_frame_rule():
+    """The GPU skips the head sort and the search exactly where sigma N_1 K (1 - min_gain) <= N_total."""
+    config, K, total = LPTConfig(), 792, 1_000_000.0
+    edge = total / (config.heavy_item_pace * K * (1.0 - config.min_gain))  # N_1 at the rule's edge
+    assert no_gain_possible(total, math.floor(edge), K, config)
+    assert not no_gain_possible(total, math.ceil(edge) + 1, K, config)
+    assert not no_gain_possible(total, math.floor(edge), K, config.replace(heavy_item_pace=1.0))
+
+
+def test_eq6_mean_work_per_cta_is_total_over_k_plus_h_steps_of_lambda_k_over_k():
+    """The mean work per CTA of Eq. (6), (N_total + lambda h k) / K, computed as N_total / K + h (lambda k / K)
+    (no division per candidate on the GPU): equal up to rounding."""
+    h = torch.arange(0, 256)
+    for k, lam in ((4, 2048.0), (64, 333.3), (8, 0.0)):
+        cost = estimated_cost(torch.full((255,), 10.0, dtype=torch.float64), 2.5e6, 792, k, lam, 0.0)
+        exact = torch.maximum((2.5e6 + lam * h.double() * k) / 792, torch.where(h == 0, 10.0, 10.0 / k).double())
+        assert torch.allclose(cost, exact, rtol=1e-15, atol=0)
 
 
 def test_frames_whose_heaviest_item_ends_near_the_mean_are_left_to_lpt():
