@@ -339,6 +339,16 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=
     if NEW_CORE:  # the first auto frames size the partial buffers and learn the stop depths
         for _ in range(3):
             variants["auto"]()
+        # the fixed schedule of auto's own (h, k): what the policy's search costs beyond the schedule it picks
+        with torch.cuda.stream(streams["auto"]):
+            _, _, stats = gsplat_lpt.rasterize_to_pixels(**frame, config=auto, return_stats=True)
+        h, k, nonempty = stats["chunked_tiles"], stats["chunk_count"], stats["nonempty_items"]
+        if h > 0:
+            label = "auto-hk-fixed"
+            configs[label] = LPTConfig(mode="fixed", heavy_ratio=(h - 0.5) / nonempty, chunk_count=k)
+            streams[label] = torch.cuda.Stream()
+            variants[label] = on_stream(streams[label],
+                                        lambda c=configs[label]: gsplat_lpt.rasterize_to_pixels(**frame, config=c))
     samples = {}
     ms = time_interleaved(variants, repeats, samples=samples)
     reference, _ = gsplat_blend(**frame)
@@ -498,6 +508,12 @@ def main() -> None:
         picks = sorted({(h, k) for h, k, _ in r["auto_trace"]})
         print(f"[{args.tag}] {r['frame'][:18]:<18} {g['vanilla']:.3f}/{g['lpt']:.3f}/{g['auto']:.3f} "
               f"{g['vanilla'] / g['lpt']:.2f}x/{g['vanilla'] / g['auto']:.2f}x  {spread}  {picks[:6]}")
+
+    same = [r for r in rows if "auto-hk-fixed" in r["gpu_ms"]]
+    if same:  # the policy's own cost: auto against the fixed mode of the (h, k) auto picked
+        print(f"\n[{args.tag}] GPU-only: auto / the fixed schedule of auto's (h, k); plan us auto / fixed")
+        print(f"[{args.tag}] " + " ".join(f"{r['frame'].replace('ladder:', '')[:8]}="
+                                          f"{r['gpu_ms']['auto'] / r['gpu_ms']['auto-hk-fixed']:.3f}" for r in same))
 
     if any("best_fixed" in r for r in rows):  # each policy against the best fixed schedule of every such frame
         graded = [r for r in rows if "best_fixed" in r]
