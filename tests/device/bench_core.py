@@ -511,7 +511,7 @@ def main() -> None:
 
     same = [r for r in rows if "auto-hk-fixed" in r["gpu_ms"]]
     if same:  # the policy's own cost: auto against the fixed mode of the (h, k) auto picked
-        print(f"\n[{args.tag}] GPU-only: auto / the fixed schedule of auto's (h, k); plan us auto / fixed")
+        print(f"\n[{args.tag}] GPU-only: auto / the fixed schedule of auto's (h, k)")
         print(f"[{args.tag}] " + " ".join(f"{r['frame'].replace('ladder:', '')[:8]}="
                                           f"{r['gpu_ms']['auto'] / r['gpu_ms']['auto-hk-fixed']:.3f}" for r in same))
 
