@@ -363,17 +363,41 @@ struct PlainColorAccumulator : ColorAccumulator<CDIM> {
 };
 
 // One pixel's front-to-back state: the transmittance, gsplat's last_ids, and the variant's accumulator.
-template <class V, unsigned CDIM>
+// A pixel that is done (saturated, outside the image, or without a valid camera ray) blends nothing more. With
+// SignedT (kSignedTransmittance below: the two-pixel persistent kernels of up to 4 channels) that is marked by the
+// sign bit of T rather than by a flag: T holds -|T| from then on, so that |T| is still gsplat's final
+// transmittance, and every later Gaussian finds T (1 - alpha) <= 0 (alpha <= kMaxAlpha < 1), at or below the
+// threshold, so that it blends nothing without a flag being tested. A live T is above the threshold, never 0 or
+// negative. (3DGS, culled walk of the two-pixel kernel: 73 -> 71 instructions per Gaussian.) Without SignedT, a
+// flag, and the callers test it.
+template <class V, unsigned CDIM, bool SignedT = true>
 struct PixelBlend {
     using Accumulator = typename V::template Accumulator<CDIM>;
+    static constexpr bool kSignedT = SignedT;  // blend() itself leaves a done pixel as it is (else the caller tests)
     Accumulator acc;
     float T;
     unsigned last_index;
-    int done;  // saturated (or outside the image, or no valid camera ray): blends nothing more (an int: a bool
-               // kept in a register was masked to its low byte at every test)
+    int done_flag;  // without SignedT (an int: a bool kept in a register was masked to its low byte at every test)
 
     PixelBlend() = default;
-    __device__ explicit PixelBlend(bool active) : T(1.0f), last_index(0), done(!active) { acc.reset(); }
+    __device__ explicit PixelBlend(bool active)
+        : T(SignedT && !active ? -1.0f : 1.0f), last_index(0), done_flag(!active) {
+        acc.reset();
+    }
+
+    __device__ bool done() const {
+        if constexpr (SignedT) return T < 0.f;
+        return done_flag != 0;
+    }
+    __device__ float transmittance() const { return SignedT ? fabsf(T) : T; }  // gsplat's T (also once done)
+    __device__ float signed_transmittance() const { return done() ? -transmittance() : T; }  // negative: done
+    __device__ void close() {
+        if constexpr (SignedT) {
+            T = __int_as_float(__float_as_int(T) | (int)0x80000000);
+        } else {
+            done_flag = 1;
+        }
+    }
 
     // gsplat's loop body for one Gaussian, operand for operand (at a pixel not done).
     __device__ void step(const typename V::Params& params, const typename V::Staged& staged, const float4& color,
@@ -382,23 +406,45 @@ struct PixelBlend {
         if (!V::evaluate(staged, pixel, alpha)) return;
         blend(true, params, staged, color, gaussian, alpha, list_index);
     }
-    // The rest of it, where `take`: the Gaussian's alpha passed gsplat's test at a pixel not done. Written with
-    // gsplat's transmittance test as a predicate rather than an early return, so that the compiler can predicate
-    // a short accumulation (3DGS colours) instead of branching around it (3DGS, culled walk of the two-pixel
-    // kernel: 79 -> 72 instructions per Gaussian, no reconvergence barrier). The same operations on the same
-    // values; nothing is committed where `take` is false.
+    // The rest of it, where `take`: the Gaussian's alpha passed gsplat's test (at a pixel done or not with
+    // SignedT, at a pixel not done without). Written with gsplat's transmittance test as a predicate rather than
+    // an early return, so that the compiler can predicate a short accumulation (3DGS colours) instead of
+    // branching around it (3DGS, culled walk of the two-pixel kernel: 79 -> 72 instructions per Gaussian, no
+    // reconvergence barrier); with SignedT, T's new value is selected once (gsplat's next T, or T marked done).
+    // The same operations on the same values; nothing is committed where `take` is false or the pixel is done.
     __device__ void blend(bool take, const typename V::Params& params, const typename V::Staged& staged,
                           const float4& color, int gaussian, float alpha, unsigned list_index) {
-        const float next_T = T * (1.0f - alpha);
-        const bool saturated = next_T <= kTransmittanceThreshold;  // this pixel is done: exclusive
-        if (take && saturated) done = true;
-        if (take && !saturated) {
-            acc.add(params, staged, color, gaussian, alpha * T, T, list_index);
-            last_index = list_index;
-            T = next_T;
+        if constexpr (SignedT) {
+            const float T_before = T;
+            const float vis = alpha * T_before;
+            const float next_T = T_before * (1.0f - alpha);
+            const bool commit = take && next_T > kTransmittanceThreshold;  // gsplat: done where next_T <= threshold
+            const float closed = __int_as_float(__float_as_int(T_before) | (int)0x80000000);
+            T = commit ? next_T : (take ? closed : T_before);
+            if (commit) {
+                acc.add(params, staged, color, gaussian, vis, T_before, list_index);
+                last_index = list_index;
+            }
+        } else {  // (the caller has tested the flag: take is false at a pixel done)
+            const float next_T = T * (1.0f - alpha);
+            const bool saturated = next_T <= kTransmittanceThreshold;  // this pixel is done: exclusive
+            if (take && saturated) done_flag = 1;
+            if (take && !saturated) {
+                acc.add(params, staged, color, gaussian, alpha * T, T, list_index);
+                last_index = list_index;
+                T = next_T;
+            }
         }
     }
 };
+
+// Where the persistent kernel marks a done pixel by T's sign (PixelBlend's SignedT): with two or more pixels per
+// thread and up to 4 channels. (H200, GPU time x gsplat's blend, one process, the same images: the one-pixel kernel
+// with it lost about 3% on every chunked ladder frame in auto, and the two-pixel kernel of 8 channels 4% on the
+// bonsai orbit, 1.57x -> 1.51x, where those of 3 and 4 channels gained, 3DGS 1.85x -> 1.92x, 2DGS balanced room
+// 7.44x -> 7.57x, and 16 channels neither.)
+template <unsigned P, unsigned CDIM>
+constexpr bool kSignedTransmittance = P > 1 && CDIM <= 4;
 
 // Whether an accumulator asks for the composite's re-walk: its kRewalk, false where it declares none.
 LPT_OPTIONAL_FLAG(Rewalks, kRewalk, false)
@@ -411,9 +457,12 @@ LPT_OPTIONAL_FLAG(StagesColor, kStagedColor, false)
 template <class V, unsigned CDIM>
 struct RewalkPixel {
     using Accumulator = typename V::template Accumulator<CDIM>;
+    static constexpr bool kSignedT = false;  // its callers test done()
     Accumulator* acc;
     float T;
-    bool done;  // settled, saturated, or nothing to walk
+    bool settled;  // settled, saturated, or nothing to walk
+
+    __device__ bool done() const { return settled; }
 
     __device__ void step(const typename V::Params& params, const typename V::Staged& staged, const float4& color,
                          int gaussian, const typename V::Pixel& pixel, unsigned list_index) {
@@ -426,12 +475,12 @@ struct RewalkPixel {
         if (!take) return;
         const float next_T = T * (1.0f - alpha);
         if (next_T <= kTransmittanceThreshold) {
-            done = true;
+            settled = true;
             return;
         }
         acc->rewalk(params, staged, color, gaussian, T, list_index);
         T = next_T;
-        done = acc->rewalk_settled(T);
+        settled = acc->rewalk_settled(T);
     }
 };
 
@@ -495,7 +544,7 @@ __device__ inline void item_range(const FrameArgs& f, int item, int& start, int&
 // item has saturated all its pixels (checked once per batch).
 // `blocks`: the warps' pixels are 8 x 4 blocks (pixel_rank), which the cull box follows.
 // Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids.
-// State is the pixel's walk: PixelBlend, or RewalkPixel for a composite's re-walk (members done and step).
+// State is the pixel's walk: PixelBlend, or RewalkPixel for a composite's re-walk (members done() and step).
 template <class V, unsigned P, class State, unsigned Capacity>
 __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params, const SharedBatch<V, Capacity>& batch,
                             int range_start, int range_end, const typename V::Pixel (&pixel_ctx)[P],
@@ -513,7 +562,7 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
     auto all_done = [&pixel]() {
         bool done = true;
 #pragma unroll
-        for (unsigned p = 0; p < P; ++p) done = done && pixel[p].done;
+        for (unsigned p = 0; p < P; ++p) done = done && pixel[p].done();
         return done;
     };
     // Gaussian t of the batch starting at list position `first`: its id and colour row are read only where the
@@ -535,9 +584,10 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
             for (unsigned p = 0; p < P; ++p) passed[p] = V::evaluate(staged, pixel_ctx[p], alpha[p]);
 #pragma unroll
             for (unsigned p = 0; p < P; ++p)
-                pixel[p].blend(passed[p] && !pixel[p].done, params, staged, color, g, alpha[p], list_index);
+                pixel[p].blend(passed[p] && (State::kSignedT || !pixel[p].done()), params, staged, color, g, alpha[p],
+                               list_index);
         } else {
-            if (!pixel[0].done) pixel[0].step(params, batch.staged[t], batch.colors[t], g, pixel_ctx[0], list_index);
+            if (!pixel[0].done()) pixel[0].step(params, batch.staged[t], batch.colors[t], g, pixel_ctx[0], list_index);
         }
     };
     // One pixel, two Gaussians t0 < t1 of the walk (a variant with kPairedEvaluation): both alphas first (alpha
@@ -551,10 +601,10 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
         float alpha0 = 0.f, alpha1 = 0.f;
         const bool passed0 = V::evaluate(staged0, pixel_ctx[0], alpha0);
         const bool passed1 = V::evaluate(staged1, pixel_ctx[0], alpha1);
-        pixel[0].blend(passed0 && !pixel[0].done, params, staged0, color0, batch.gaussians[t0], alpha0,
-                       (unsigned)(first + t0));
-        pixel[0].blend(passed1 && !pixel[0].done, params, staged1, color1, batch.gaussians[t1], alpha1,
-                       (unsigned)(first + t1));
+        pixel[0].blend(passed0 && (State::kSignedT || !pixel[0].done()), params, staged0, color0, batch.gaussians[t0],
+                       alpha0, (unsigned)(first + t0));
+        pixel[0].blend(passed1 && (State::kSignedT || !pixel[0].done()), params, staged1, color1, batch.gaussians[t1],
+                       alpha1, (unsigned)(first + t1));
     };
 
     for (int batch_start = range_start; batch_start < range_end; batch_start += batch_capacity) {
@@ -724,13 +774,13 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
                                               : warp_blocks<P>(f) && f.schedule[LPT_WORD_PERSISTENT_ROWS] == 0;
         PixelSlot slots[P] = {};
         typename V::Pixel pixel_ctx[P];
-        PixelBlend<V, CDIM> pixels[P] = {};
+        PixelBlend<V, CDIM, kSignedTransmittance<P, CDIM>> pixels[P] = {};
 #pragma unroll
         for (unsigned p = 0; p < P; ++p) {
             slots[p] = p == 0 ? PixelSlot(f, item, pixel_rank<P>(f, blocks, threadIdx.x, 0)) : slots[0].below(f, p);
             bool valid_ray = true;
             pixel_ctx[p] = V::pixel(params, slots[p].image, slots[p].px, slots[p].py, valid_ray);
-            pixels[p] = PixelBlend<V, CDIM>(slots[p].inside && valid_ray);
+            pixels[p] = PixelBlend<V, CDIM, kSignedTransmittance<P, CDIM>>(slots[p].inside && valid_ray);
             if (invalid_frame) {
                 pixels[p].acc.poison();
                 pixels[p].T = __int_as_float(0x7fc00000);
@@ -745,7 +795,7 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
 #pragma unroll
         for (unsigned p = 0; p < P; ++p)
             if (slots[p].inside)
-                pixels[p].acc.write(params, out, slots[p], pixels[p].T, masked ? -1 : (int)pixels[p].last_index);
+                pixels[p].acc.write(params, out, slots[p], pixels[p].transmittance(), masked ? -1 : (int)pixels[p].last_index);
         if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;
         __syncthreads();  // the staged batch and the broadcast word are reused by the next unit
     }
@@ -838,13 +888,13 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         PixelSlot slots[P] = {};
         typename V::Pixel pixel_ctx[P];
         bool valid_rays[P];
-        PixelBlend<V, CDIM> pixels[P] = {};
+        PixelBlend<V, CDIM, false> pixels[P] = {};
 #pragma unroll
         for (unsigned p = 0; p < P; ++p) {
             slots[p] = p == 0 ? PixelSlot(f, item, pixel_rank<P>(f, blocks, threadIdx.x, 0)) : slots[0].below(f, p);
             valid_rays[p] = true;
             pixel_ctx[p] = V::pixel(params, slots[p].image, slots[p].px, slots[p].py, valid_rays[p]);
-            pixels[p] = PixelBlend<V, CDIM>(slots[p].inside && valid_rays[p]);
+            pixels[p] = PixelBlend<V, CDIM, false>(slots[p].inside && valid_rays[p]);
         }
 
         int range_start, range_end;
@@ -865,8 +915,8 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         float open_T = 0.f;
 #pragma unroll
         for (unsigned p = 0; p < P; ++p) {
-            all_done = all_done && pixels[p].done;
-            if (!pixels[p].done) open_T = fmaxf(open_T, pixels[p].T);
+            all_done = all_done && pixels[p].done();
+            if (!pixels[p].done()) open_T = fmaxf(open_T, pixels[p].T);
         }
         if (threadIdx.x == 0) largest_open_T = 0u;
         // every pixel of the item saturated here: chunks after this one cannot contribute
@@ -880,7 +930,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
             for (unsigned p = 0; p < P; ++p) {
                 float* partial = f.partials + (long long)unit * kSlotFloats * pixels_per_cta + p * block + threadIdx.x;
                 pixels[p].acc.store_partial(partial, pixels_per_cta);
-                partial[(long long)Accumulator::kPartialFloats * pixels_per_cta] = pixels[p].done ? -pixels[p].T : pixels[p].T;
+                partial[(long long)Accumulator::kPartialFloats * pixels_per_cta] = pixels[p].signed_transmittance();
             }
         }
 
@@ -897,7 +947,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
         __syncthreads();
         if (last_arrival) {
             __threadfence();
-            PixelBlend<V, CDIM> composite[P] = {};
+            PixelBlend<V, CDIM, false> composite[P] = {};
             float first_T[P];  // chunk 0's T (negative: the pixel saturated in chunk 0)
             int needed_chunks = 0;  // this thread's pixels: chunks up to the one where the product of T falls to the threshold
             int estimate = 0;  // this thread's pixels: the largest estimated stop depth (from range_start)
@@ -906,7 +956,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
             const int last_chunk = min(chunk_count - 1, flag);
 #pragma unroll
             for (unsigned p = 0; p < P; ++p) {
-                composite[p] = PixelBlend<V, CDIM>(slots[p].inside);
+                composite[p] = PixelBlend<V, CDIM, false>(slots[p].inside);
                 first_T[p] = -1.f;
                 if (!slots[p].inside) continue;
                 int needed = last_chunk + 1;  // (the whole covered range where T never falls that low)
@@ -924,11 +974,11 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
                         pixel_estimate = estimated_stop(c, chunk_length, T_before, fabsf(signed_T));
                     }
                     if (signed_T < 0.f) {  // saturated inside this chunk (or no valid ray: nothing blended)
-                        composite[p].done = true;
+                        composite[p].close();
                         break;
                     }
                 }
-                if (composite[p].T <= kTransmittanceThreshold) composite[p].done = true;
+                if (composite[p].T <= kTransmittanceThreshold) composite[p].close();
                 needed_chunks = max(needed_chunks, needed);
                 estimate = max(estimate, pixel_estimate);
             }
@@ -950,7 +1000,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
                     const bool walk = slots[p].inside && valid_rays[p] && chunk_count > 1 && first_T[p] > 0.f;
                     rewalk[p].acc = &composite[p].acc;
                     rewalk[p].T = first_T[p];
-                    rewalk[p].done = !walk || composite[p].acc.rewalk_settled(first_T[p]);
+                    rewalk[p].settled = !walk || composite[p].acc.rewalk_settled(first_T[p]);
                 }
                 int walk_stop;
                 __syncthreads();  // (the batch of the walk beyond the covered range)
@@ -959,7 +1009,7 @@ __device__ void depth_chunk_blend(const FrameArgs& f, const typename V::Params& 
             }
 #pragma unroll
             for (unsigned p = 0; p < P; ++p)
-                if (slots[p].inside) composite[p].acc.write(params, out, slots[p], composite[p].T, -1);
+                if (slots[p].inside) composite[p].acc.write(params, out, slots[p], composite[p].transmittance(), -1);
             __syncthreads();  // (deepest_chunk, estimated_depth)
             if (threadIdx.x == 0) {  // leave the item's words as the plan set them: the plan can run again
                 // the item's depth for the next frame's plan: where the walk beyond the covered range stopped,
