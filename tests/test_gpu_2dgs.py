@@ -143,16 +143,20 @@ def test_lpt_matches_gsplat(case, with_background, packed, pixels):
 @pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[6], CASES[8], CASES[-2], CASES[-1]], ids=lambda c: c[0])
 @pytest.mark.parametrize("pixels", [1, 2])
 def test_lpt_is_bitwise_gsplat(case, pixels):
-    """Same expressions, compiled with gsplat's flags (-use_fast_math): float outputs within 1e-6 of gsplat's
-    (the contract; NVRTC and nvcc need not round a fast-math division alike), ids equal; with one pixel per
-    thread or two."""
+    """Same expressions, compiled with gsplat's flags (-use_fast_math): float outputs within 1e-6 of gsplat's,
+    relative to the output's scale where it exceeds 1 (the contract; NVRTC and nvcc need not round a fast-math
+    division alike, and a colour plus T times a background near 1 sums to about 2: a few ulps there exceed 1e-6),
+    ids equal; with one pixel per thread or two. The backgrounds are seeded: the check does not depend on what
+    earlier tests drew from the CUDA generator."""
     frame = case_frame(case)
-    backgrounds = torch.rand(case[2], case[6], device="cuda")
+    generator = torch.Generator(device="cuda").manual_seed(11 + pixels)
+    backgrounds = torch.rand(case[2], case[6], device="cuda", generator=generator)
     ref = gsplat_forward(frame, backgrounds)
     ours, _ = ours_forward(frame, LPTConfig(mode="lpt", pixels_per_thread=pixels), backgrounds)
     for key in OUTPUT_NAMES:
         if ref[key].dtype.is_floating_point:
-            assert (ours[key] - ref[key]).abs().max().item() <= 1e-6, key
+            scale = max(1.0, float(ref[key].abs().max())) if ref[key].numel() else 1.0
+            assert (ours[key] - ref[key]).abs().max().item() <= 1e-6 * scale, key
         else:
             assert torch.equal(ours[key], ref[key]), key
 
