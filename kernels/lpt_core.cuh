@@ -370,7 +370,7 @@ struct PlainColorAccumulator : ColorAccumulator<CDIM> {
 // threshold, so that it blends nothing without a flag being tested. A live T is above the threshold, never 0 or
 // negative. (3DGS, culled walk of the two-pixel kernel: 73 -> 71 instructions per Gaussian.) Without SignedT, a
 // flag, and the callers test it.
-template <class V, unsigned CDIM, bool SignedT = true>
+template <class V, unsigned CDIM, bool SignedT>
 struct PixelBlend {
     using Accumulator = typename V::template Accumulator<CDIM>;
     static constexpr bool kSignedT = SignedT;  // blend() itself leaves a done pixel as it is (else the caller tests)
@@ -441,8 +441,8 @@ struct PixelBlend {
 // Where the persistent kernel marks a done pixel by T's sign (PixelBlend's SignedT): with two or more pixels per
 // thread and up to 4 channels. (H200, GPU time x gsplat's blend, one process, the same images: the one-pixel kernel
 // with it lost about 3% on every chunked ladder frame in auto, and the two-pixel kernel of 8 channels 4% on the
-// bonsai orbit, 1.57x -> 1.51x, where those of 3 and 4 channels gained, 3DGS 1.85x -> 1.92x, 2DGS balanced room
-// 7.44x -> 7.57x, and 16 channels neither.)
+// bonsai orbit, 1.57x -> 1.51x, where those of 3 and 4 channels gained, 3DGS 1.84x -> 1.92x, 2DGS balanced room
+// 7.44x -> 7.58x, and 16 channels neither. The chunk kernel keeps the flag too.)
 template <unsigned P, unsigned CDIM>
 constexpr bool kSignedTransmittance = P > 1 && CDIM <= 4;
 
