@@ -112,7 +112,8 @@ struct Gaussian3DGS {
     // Colour rows of 8-64 channels in 16-byte loads (lpt_core.cuh, PlainColorAccumulator): the front end passes
     // a 16-byte aligned colour array.
     static constexpr bool kAlignedColorRows = true;
-    // The one-pixel kernels evaluate two Gaussians before blending them (lpt_core.cuh, blend_range).
+    // The walks take marked Gaussians in pairs (lpt_core.cuh, blend_range): the one-pixel kernels evaluate two
+    // before blending them, the two-pixel kernels of up to 4 channels step two per iteration.
     static constexpr bool kPairedEvaluation = true;
     // Feature maps (lpt_core.cuh, WideResidentThreads): up to 32 colour sums per thread, kernels built for 768
     // resident threads (at most 85 registers); 33-64 channels for 512 (128); wider maps are blended in slices of 64
