@@ -120,7 +120,7 @@ struct Surfel2DGS {
         const float gauss_weight = min(gauss_weight_3d, gauss_weight_2d);
         const float sigma = 0.5f * gauss_weight;
         alpha = min(lpt::kMaxAlpha, opac * __expf(-sigma));
-        return !(sigma < 0.f || alpha < lpt::kAlphaThreshold);
+        return lpt::geu_and(alpha, lpt::kAlphaThreshold, !(sigma < 0.f));  // !(sigma < 0 || alpha < 1/255)
     }
 
     // The cull bound. gsplat's sigma is half the smaller of two weights, so a Gaussian reaches alpha >= 1/255

@@ -79,7 +79,7 @@ struct Gaussian3DGS {
         const float sigma =
             0.5f * (conic.x * delta.x * delta.x + conic.z * delta.y * delta.y) + conic.y * delta.x * delta.y;
         alpha = min(lpt::kMaxAlpha, opac * __expf(-sigma));
-        return !(sigma < 0.f || alpha < lpt::kAlphaThreshold);
+        return lpt::geu_and(alpha, lpt::kAlphaThreshold, !(sigma < 0.f));  // !(sigma < 0 || alpha < 1/255)
     }
 
     // Whether q can be <= the bound at a pixel centre of the box. The box's centres lie on its rows (y0,
