@@ -107,6 +107,23 @@ def two_pixel_max_imbalance(channels: int) -> float:
     return TWO_PIXEL_MAX_IMBALANCE if channels <= STAGED_COLOR_CHANNELS else TWO_PIXEL_MAX_IMBALANCE_FEATURES
 
 
+# In a frame auto chunks, the LPT kernel (beside the chunk kernel) also runs two pixels per thread where the longest
+# unit left, l = max(N_1 / k, N_{h+1}), is at most this fraction of N_total / K: an item of the two-pixel kernel
+# takes up to about three times as long as at one pixel, and the unit must still end well within the mean work per
+# CTA. One NVIDIA H200, batches of B images of the ladder's street scenes (tests/device/probe_two_pixels_chunked.py),
+# GPU time, two pixels / one at l / mean: 6-camera rig x 2 0.13 0.84, rig 0.26 0.90, street x 4 0.27 0.95, foliage x 3
+# 0.27 0.96, moderate x 2 0.30 1.01-1.02, veil x 3 0.34 1.02, extreme x 3 0.41 0.98, street x 2 0.50-0.52 1.06, mild
+# 0.52 1.21, every single image of the ladder 0.52-1.09 1.19-1.36. The bound sits below the first frame that lost.
+# Colours only (up to STAGED_COLOR_CHANNELS channels: feature maps were not measured so, and keep one pixel there).
+TWO_PIXEL_CHUNKED_MAX = 0.28
+
+
+def two_pixel_chunked_max(channels: int) -> float:
+    """The plan's bound on the longest unit left after chunking, as a fraction of N_total / K, for two pixels per
+    thread in a chunked frame (0: never)."""
+    return TWO_PIXEL_CHUNKED_MAX if channels <= STAGED_COLOR_CHANNELS else 0.0
+
+
 # ... and only up to this many channels: a thread then keeps twice the colour sums, and with more it spills
 # (one NVIDIA H200, bonsai orbit, x gsplat's blend, two pixels / one: 128 channels 0.93x / 1.53x, 256 channels
 # 0.60x / 1.00x; at 32 and 64 channels the one-pixel kernel was as fast or faster, 1.02x / 1.02x, 1.11x / 1.33x).

@@ -76,6 +76,7 @@ class PlanArgs(ctypes.Structure):
         ("heavy_ratio", ctypes.c_double),
         ("chunked_cost_floor", ctypes.c_double),  # auto chunks items above this multiple of N_total / K
         ("two_pixel_max_imbalance", ctypes.c_double),  # constants.two_pixel_max_imbalance of the channels
+        ("two_pixel_chunked_max", ctypes.c_double),  # constants.two_pixel_chunked_max of the channels
         ("num_items", ctypes.c_int32),
         ("n_isects", ctypes.c_int32),
         ("mode", ctypes.c_int32),  # constants.PLAN_MODES

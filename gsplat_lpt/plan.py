@@ -185,6 +185,22 @@ class HostPlan:
         return int(self.sorted_costs[0]) if self.sorted_costs.numel() else 0
 
 
+def pixels_wanted(plan: HostPlan, mode: str, concurrent_ctas: int, two_pixel_max_imbalance: float,
+                  two_pixel_chunked_max: float) -> int:
+    """kernels/plan.cu finish_schedule's rule for the pixels per thread of the next frames: two where the longest
+    unit is at most the variant's bound x N_total / K: the heaviest item where nothing is chunked (bound
+    two_pixel_max_imbalance), max(N_1 / k, N_{h+1}) where auto chunks (two_pixel_chunked_max); the forced modes
+    keep one pixel in a chunked frame."""
+    h, k = plan.choice.chunked_tiles, plan.choice.chunk_count
+    n1 = float(plan.max_cost)
+    if h == 0:
+        longest, bound = n1, two_pixel_max_imbalance
+    else:
+        next_cost = float(plan.sorted_costs[h]) if h < plan.nonempty else 0.0
+        longest, bound = max(n1 / k, next_cost), (two_pixel_chunked_max if mode == "auto" else 0.0)
+    return 2 if longest * concurrent_ctas <= bound * float(plan.total_cost) else 1
+
+
 def plan_schedule(isect_offsets: Tensor, n_isects: int, concurrent_ctas: int, config: LPTConfig,
                   masks: Optional[Tensor] = None, previous_depth: Optional[Tensor] = None,
                   capacity: Optional[int] = None, mode: Optional[str] = None) -> HostPlan:

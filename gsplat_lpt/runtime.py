@@ -270,6 +270,7 @@ class Rasterizer:
         # persistent kernel of half the threads, launched where the last finished frame's plan asked for it
         self.two_pixels = two_pixels_possible(variant, tile_size, channels)
         self.two_pixel_max_imbalance = variant.two_pixel_max_imbalance(channels)  # the plan's rule for asking
+        self.two_pixel_chunked_max = variant.two_pixel_chunked_max(channels)  # ... and in a chunked frame
         names = variant.kernel_names(channels, self.max_threads)
         exports = variant.export_line(channels, self.max_threads)
         if self.two_pixels:
@@ -405,6 +406,7 @@ class Rasterizer:
             p.forced_chunk_count = config.chunk_count
             p.max_chunked_tiles = config.max_chunked_tiles
             p.concurrent_ctas, p.two_pixel_max_imbalance = self.concurrent_ctas, self.two_pixel_max_imbalance
+            p.two_pixel_chunked_max = self.two_pixel_chunked_max
             p.num_chunk_counts = len(config.chunk_counts)
             for i, k in enumerate(config.chunk_counts):
                 p.chunk_counts[i] = k

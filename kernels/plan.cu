@@ -36,6 +36,7 @@ struct PlanArgs {
     double heavy_ratio;
     double chunked_cost_floor;  // auto chunks only items whose cost is above this multiple of N_total / K
     double two_pixel_max_imbalance;  // two pixels per thread where the longest item is at most this x N_total / K
+    double two_pixel_chunked_max;    // ... and in a chunked frame where the longest unit left is at most this x it
     int num_items;
     int n_isects;
     int mode;
@@ -200,12 +201,15 @@ __device__ inline Forced forced_choice(const PlanArgs& p, int nonempty) {
     return Forced{h, h > 0 ? k : 1, wanted};
 }
 
-// The schedule words of the chosen (h, k), by one thread.
-__device__ inline void finish_schedule(const PlanArgs& p, int h, int k, int wanted, double total, double n1,
+// The schedule words of the chosen (h, k), by one thread; next: N_{h+1}, the cost of the heaviest item left unchunked.
+__device__ inline void finish_schedule(const PlanArgs& p, int h, int k, int wanted, double total, double n1, double next,
                                        double lpt_cost) {
-    // what later frames of this size should run with: two pixels per thread where nothing is chunked and
-    // every item is light against the frame's mean work per CTA
-    const bool light = h == 0 && __dmul_rn(n1, (double)p.concurrent_ctas) <= __dmul_rn(p.two_pixel_max_imbalance, total);
+    // what later frames of this size should run with: two pixels per thread where the longest unit is light against
+    // the frame's mean work per CTA: the heaviest item where nothing is chunked, max(N_1 / k, N_{h+1}) where auto
+    // chunks (the forced modes keep one pixel in a chunked frame)
+    const double longest = h == 0 ? n1 : fmax(__ddiv_rn(n1, (double)k), next);
+    const double bound = h == 0 ? p.two_pixel_max_imbalance : p.mode == LPT_MODE_AUTO ? p.two_pixel_chunked_max : 0.0;
+    const bool light = __dmul_rn(longest, (double)p.concurrent_ctas) <= __dmul_rn(bound, total);
     p.schedule[LPT_WORD_PIXELS_WANTED] = p.two_pixels != 0 && light ? 2 : 1;
     p.schedule[LPT_WORD_PIXELS_PER_THREAD] = p.two_pixels == 2 ? 2 : 1;
     // the frame lasts as long as its longest item: the persistent kernel's warps take rows of the tile
@@ -337,7 +341,8 @@ __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* hea
         p.saturation_flags[i] = k;
         p.chunk_depth[i] = 0x7fffffff;
     }
-    if (threadIdx.x == 0) finish_schedule(p, h, k, chosen[2], total, n1, lpt_cost);
+    if (threadIdx.x == 0)
+        finish_schedule(p, h, k, chosen[2], total, n1, h > 0 && p.mode == LPT_MODE_AUTO ? next_cost(h) : 0.0, lpt_cost);
 }
 
 }  // namespace lpt
@@ -737,7 +742,10 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
             schedule[LPT_WORD_MAX_COST] = largest_cost;
             p.total[0] = sums[0];
             p.total[1] = sums[1];
-            finish_schedule(p, h, k, chosen[2], total, n1, lpt_cost);
+            // N_{h+1} of auto's choice: from the exact head (its h is below the head, or the head holds every
+            // non-empty item); the forced modes do not use it
+            const double next = h == 0 || h >= nonempty || forced_mode ? 0.0 : (double)head_costs[h];
+            finish_schedule(p, h, k, chosen[2], total, n1, next, lpt_cost);
         }
     }
 

@@ -11,7 +11,7 @@ import torch
 
 import gsplat_lpt
 from gsplat_lpt import LPTConfig, LPTInputError, LPTRuntimeError, constants, runtime
-from gsplat_lpt.plan import cost_buckets, no_gain_possible, plan_schedule
+from gsplat_lpt.plan import cost_buckets, no_gain_possible, pixels_wanted, plan_schedule
 from gsplat_lpt.variants import VARIANTS
 from gsplat_lpt.variants.gaussian3d import Frame3DGS
 from test_gpu_parity import cameras, gsplat_forward, project, psnr, random_gaussians
@@ -128,10 +128,10 @@ def test_plan_kernels_match_the_torch_oracle(seed, path, monkeypatch, own_stream
                 head = oracle.head
                 assert torch.equal(ws.lpt_order[:head].cpu().long(), oracle.lpt_order[:head])
         assert report["predicted_cost_lpt"] == pytest.approx(oracle.choice.predicted_cost_lpt, rel=1e-12)
-        # what the next frames run with: two pixels per thread where nothing is chunked and every item is light
-        light = report["chunked_tiles"] == 0 and (oracle.max_cost * rasterizer.concurrent_ctas
-                                                  <= rasterizer.two_pixel_max_imbalance * oracle.total_cost)
-        assert report["pixels_wanted"] == (2 if light else 1)
+        # what the next frames run with: two pixels per thread where the longest unit is light
+        assert report["pixels_wanted"] == pixels_wanted(oracle, mode_config.mode, rasterizer.concurrent_ctas,
+                                                        rasterizer.two_pixel_max_imbalance,
+                                                        rasterizer.two_pixel_chunked_max), mode_config.mode
         # warps of rows in the persistent kernel where nothing is chunked and the longest item decides the frame
         latency_bound = report["chunked_tiles"] == 0 and (oracle.max_cost * rasterizer.concurrent_ctas
                                                           > constants.ROWS_MIN_IMBALANCE * oracle.total_cost)

@@ -491,11 +491,12 @@ def test_bad_inputs_on_gpu_raise_clear_errors():
 def test_pixels_per_thread_follow_the_plan(mode, channels):
     """With pixels_per_thread=0 a frame runs with the pixels per thread that the last finished frame's plan
     asked for: two where nothing is chunked and the heaviest item is at most two_pixel_max_imbalance(channels)
-    of N_total / K, else one. Either way the pixels are gsplat's. A wide balanced frame asks for two, a frame
-    with one hot tile for one."""
+    of N_total / K, or where auto chunks and max(N_1 / k, N_{h+1}) is at most two_pixel_chunked_max(channels) of
+    it, else one. Either way the pixels are gsplat's. A wide balanced frame asks for two, a frame with one hot
+    tile for one."""
     from gsplat_lpt.variants import VARIANTS
 
-    two_pixel_max_imbalance = VARIANTS["rasterize_to_pixels"].two_pixel_max_imbalance
+    variant = VARIANTS["rasterize_to_pixels"]
 
     wide = project(*random_gaussians(150000, seed=5), *cameras(1, 1920, 1080), 1920, 1080, channels=channels)
     hot = project(*random_gaussians(3000, seed=3, cluster=20000), *cameras(1, 200, 120), 200, 120, channels=channels)
@@ -505,9 +506,15 @@ def test_pixels_per_thread_follow_the_plan(mode, channels):
         for call in range(2):
             colors, alphas, last_ids, plan = ours_forward(frame, LPTConfig(mode=mode))
             report = plan.report()  # waits for this frame: the next call reads what it asked for
-            light = (report["max_workload"] * report["concurrent_ctas"]
-                     <= two_pixel_max_imbalance(channels) * report["predicted_total_cost"])
-            assert report["pixels_wanted"] == (2 if light and report["chunked_tiles"] == 0 else 1)
+            h, k = report["chunked_tiles"], report["chunk_count"]
+            if h == 0:
+                longest, bound = report["max_workload"], variant.two_pixel_max_imbalance(channels)
+            else:  # N_{h+1}: the plan's sorted costs (exact in the head, where auto's h lies)
+                next_cost = int(plan.workspace.sorted_costs[h]) if h < report["nonempty_items"] else 0
+                longest = max(report["max_workload"] / k, next_cost)
+                bound = variant.two_pixel_chunked_max(channels) if mode == "auto" else 0.0
+            light = longest * report["concurrent_ctas"] <= bound * report["predicted_total_cost"]
+            assert report["pixels_wanted"] == (2 if light else 1)
             if call == 1:  # follows what the frame before (the same frame) asked for
                 assert report["pixels_per_thread"] == report["pixels_wanted"]
             if mode == "lpt":

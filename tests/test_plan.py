@@ -16,6 +16,7 @@ from gsplat_lpt.plan import (
     head_count,
     lpt_order,
     no_gain_possible,
+    pixels_wanted,
     plan_schedule,
     predicted_costs,
     tile_workloads,
@@ -288,3 +289,20 @@ def test_auto_chunks_only_items_above_the_floor(seed):
     if floor > 0:  # a floor only removes candidates: the choice costs at least the unfloored one's
         unfloored = choose_chunking(sorted_costs, total, K, config.replace(chunked_cost_floor=0.0))
         assert choice.predicted_cost >= unfloored.predicted_cost
+
+
+def test_pixels_wanted_compares_the_longest_unit_left_with_the_mean_work_per_cta():
+    """Two pixels per thread where the longest unit is at most the bound x N_total / K: the heaviest item where
+    nothing is chunked, max(N_1 / k, N_{h+1}) where auto chunks; the forced modes keep one pixel when chunked."""
+    counts = [40000] * 4 + [3000] * 10 + [100] * 4000
+    offsets, n = offsets_for(counts, (1, 4014, 1))
+    K, total = 100, float(n)  # N_total / K = 5900
+    lpt = plan_schedule(offsets, n, K, LPTConfig(mode="lpt"))
+    assert pixels_wanted(lpt, "lpt", K, 6.77, 0.0) == 1 and pixels_wanted(lpt, "lpt", K, 6.78, 0.0) == 2  # 40000 / 5900
+    for k, longest in ((16, 3000.0), (8, 5000.0)):  # N_{h+1} = 3000 after the 4 heaviest; N_1 / k = 2500 or 5000
+        fixed = plan_schedule(offsets, n, K, LPTConfig(mode="fixed", heavy_ratio=0.0009, chunk_count=k))
+        assert (fixed.choice.chunked_tiles, fixed.choice.chunk_count) == (4, k)
+        ratio = longest * K / total
+        assert pixels_wanted(fixed, "auto", K, 100.0, ratio * 1.001) == 2
+        assert pixels_wanted(fixed, "auto", K, 100.0, ratio * 0.999) == 1
+        assert pixels_wanted(fixed, "fixed", K, 100.0, 100.0) == 1  # (a forced mode)

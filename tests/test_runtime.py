@@ -86,6 +86,9 @@ def test_the_two_pixel_bound_is_the_variants():
     assert gaussians.two_pixel_max_imbalance(3) == gaussians.two_pixel_max_imbalance(4) == 1.0
     assert gaussians.two_pixel_max_imbalance(8) == gaussians.two_pixel_max_imbalance(16) == 0.5
     assert surfels.two_pixel_max_imbalance(4) == surfels.two_pixel_max_imbalance(8) == 0.25
+    # in chunked frames: 3DGS colours only
+    assert gaussians.two_pixel_chunked_max(3) == gaussians.two_pixel_chunked_max(4) == 0.28
+    assert gaussians.two_pixel_chunked_max(8) == surfels.two_pixel_chunked_max(4) == 0.0
 
 
 def test_blend_shared_bytes_formula():

@@ -44,6 +44,8 @@ class Variant:
     # at most two_pixel_max_imbalance(channels) x N_total / K
     two_pixel_max_channels: int = constants.TWO_PIXEL_MAX_CHANNELS
     two_pixel_max_imbalance: Callable[[int], float] = constants.two_pixel_max_imbalance
+    # ... and in a chunked frame where the longest unit left, max(N_1 / k, N_{h+1}), is at most this x N_total / K
+    two_pixel_chunked_max: Callable[[int], float] = constants.two_pixel_chunked_max
     # warp_shape "auto" in a chunked frame: 8 x 4 blocks in both kernels (else rows). On the H200 rows were 1-5%
     # faster on every chunked 3DGS frame; 2DGS, whose cull drops 98% of the pairs, took 1.6x as long with rows
     chunked_warp_blocks: bool = True

@@ -278,6 +278,10 @@ def two_pixel_max_imbalance(channels: int) -> float:
     return TWO_PIXEL_MAX_IMBALANCE_2DGS
 
 
+def no_two_pixels_in_chunked_frames(channels: int) -> float:
+    return 0.0  # (not measured for 2DGS: its chunked frames keep one pixel per thread)
+
+
 VARIANT = register(Variant(
     name="2dgs",
     gsplat_function="rasterize_to_pixels_2dgs",
@@ -295,6 +299,7 @@ VARIANT = register(Variant(
     pixels_per_thread=2,
     two_pixel_max_channels=TWO_PIXEL_MAX_CHANNELS_2DGS,
     two_pixel_max_imbalance=two_pixel_max_imbalance,
+    two_pixel_chunked_max=no_two_pixels_in_chunked_frames,
 ))
 
 # The 2DGS kernels for the slices of a feature map of more than constants.CHANNEL_SLICE channels (Frame2DGS.render
