@@ -82,6 +82,37 @@ struct Gaussian3DGS {
         return lpt::geu_and(alpha, lpt::kAlphaThreshold, !(sigma < 0.f));  // !(sigma < 0 || alpha < 1/255)
     }
 
+    // The scaled form (lpt_core.cuh, kScaledEvaluation): a and c halved, so that sigma needs no multiply by 0.5.
+    // gsplat's kernel computes, with every operation rounded to nearest and denormal results flushed to zero,
+    //   r = fma(dx, a dx, (c dy) dy),  h = 0.5 r,  sigma = fma(dy, b dx, h);
+    // evaluate_scaled computes r' = fma(dx, (a / 2) dx, ((c / 2) dy) dy) and sigma = fma(dy, b dx, r'), and r' = h
+    // bit for bit wherever every product stays a normal float: halving is exact there and commutes with rounding,
+    // so each product of r' is half of gsplat's, and r' = round(X / 2) = round(X) / 2 = h for the exact sum X. That
+    // holds for a Gaussian with 2^-70 <= a, c <= 2^70 and a mean within 2^23 px (pixel centres are at least 0.5 and
+    // below 2^23): a nonzero offset d = mean - centre then has 2^-25 <= |d| <= 2^24 (a difference of floats within a
+    // factor 2 of each other is exact, a multiple of the smaller one's ulp, at least 2^-25), so every product lies
+    // in [2^-120, 2^118] or is zero, and X, a sum of nonnegative terms, is zero or at least 2^-120. (b dx and the
+    // last fma are gsplat's operations on gsplat's values.) Any other Gaussian keeps its batch unscaled.
+    static __device__ bool scalable(const Staged& s) {
+        const float a = s.conic_extent.x, c = s.conic_extent.z;
+        return a >= 0x1p-70f && a <= 0x1p70f && c >= 0x1p-70f && c <= 0x1p70f &&
+               fabsf(s.xy_opacity_limit.x) < 0x1p23f && fabsf(s.xy_opacity_limit.y) < 0x1p23f;
+    }
+    static __device__ void scale(Staged& s) {
+        s.conic_extent.x *= 0.5f;
+        s.conic_extent.z *= 0.5f;
+    }
+    static __device__ bool evaluate_scaled(const Staged& s, const Pixel& pixel, float& alpha) {
+        const float4 conic = s.conic_extent;  // a / 2, b, c / 2, band
+        const float4 xy_opac = s.xy_opacity_limit;
+        const float opac = xy_opac.z;
+        const float2 delta = {xy_opac.x - pixel.px, xy_opac.y - pixel.py};
+        const float r = fmaf(delta.x, conic.x * delta.x, (conic.z * delta.y) * delta.y);
+        const float sigma = fmaf(delta.y, conic.y * delta.x, r);
+        alpha = min(lpt::kMaxAlpha, opac * __expf(-sigma));
+        return lpt::geu_and(alpha, lpt::kAlphaThreshold, !(sigma < 0.f));  // !(sigma < 0 || alpha < 1/255)
+    }
+
     // Whether q can be <= the bound at a pixel centre of the box. The box's centres lie on its rows (y0,
     // y0 + 1, ..., y1), at columns x0, x0 + 1, ..., x1. On a row, q is a parabola in the column with its
     // vertex at x + (b / a) dy; of a row's centres, the nearest to the vertex has the least q, and it is one of
@@ -109,6 +140,14 @@ struct Gaussian3DGS {
         return false;
     }
     static constexpr bool kHasCullBound = true;
+    // The same test on a scaled Staged: a and c doubled back (exact) first.
+    static __device__ bool may_contribute_scaled(const Staged& s, const lpt::PixelBox& box) {
+        Staged unscaled = s;
+        unscaled.conic_extent.x *= 2.f;
+        unscaled.conic_extent.z *= 2.f;
+        return may_contribute(unscaled, box);
+    }
+    static constexpr bool kScaledEvaluation = true;
     // Colour rows of 8-64 channels in 16-byte loads (lpt_core.cuh, PlainColorAccumulator): the front end passes
     // a 16-byte aligned colour array.
     static constexpr bool kAlignedColorRows = true;

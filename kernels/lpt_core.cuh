@@ -22,7 +22,16 @@
 //     static bool may_contribute(const Staged&, const PixelBox&);       // conservative: false only if
 //                                                                       // alpha < 1/255 at every pixel centre
 //     template <unsigned CDIM> struct Accumulator;          // the concept below
+//     static constexpr bool kScaledEvaluation;              // optional (absent: false); with it
+//     static bool scalable(const Staged&);                  // whether scale() leaves evaluate_scaled gsplat's alpha
+//     static void scale(Staged&);                           // at every pixel, bit for bit
+//     static bool evaluate_scaled(const Staged&, const Pixel&, float& alpha);  // on a scaled Staged
+//     static bool may_contribute_scaled(const Staged&, const PixelBox&);      // the same bound on a scaled Staged
 //   };
+// A variant with kScaledEvaluation has, in its kernels of two or more pixels per thread, each batch whose Gaussians
+// are all scalable staged scaled (a second pass over the batch before the walk) and walked with evaluate_scaled
+// (3DGS: the conic's diagonal halved, so that gsplat's 0.5 (a dx^2 + c dy^2) needs no multiply); any other batch is
+// walked as staged (blend_range).
 // Accumulator concept (ColorAccumulator below is the common one):
 //   static constexpr unsigned kPartialFloats;               // floats a depth chunk leaves per pixel (besides T)
 //   void reset();
@@ -417,26 +426,20 @@ struct PixelBlend {
         }
     }
 
-    // gsplat's loop body for one Gaussian, operand for operand (at a pixel not done).
-    __device__ void step(const typename V::Params& params, const typename V::Staged& staged, const float4& color,
-                         int gaussian, const typename V::Pixel& pixel, unsigned list_index) {
-        float alpha;
-        if (!V::evaluate(staged, pixel, alpha)) return;
-        blend(true, params, staged, color, gaussian, alpha, list_index);
-    }
-    // The rest of it, where `take`: the Gaussian's alpha passed gsplat's test (at a pixel done or not with
-    // SignedT, at a pixel not done without). Written with gsplat's transmittance test as a predicate rather than
-    // an early return, so that the compiler can predicate a short accumulation (3DGS colours) instead of
-    // branching around it (3DGS, culled walk of the two-pixel kernel: 79 -> 72 instructions per Gaussian, no
-    // reconvergence barrier); with SignedT, T's new value is selected once (gsplat's next T, or T marked done).
-    // The same operations on the same values; nothing is committed where `take` is false or the pixel is done.
+    // gsplat's loop body for one Gaussian after its alpha (blend_range evaluates it), where `take`: the Gaussian's
+    // alpha passed gsplat's test (at a pixel done or not with SignedT, at a pixel not done without). Written with
+    // gsplat's transmittance test as a predicate rather than an early return, so that the compiler can predicate a
+    // short accumulation (3DGS colours) instead of branching around it (3DGS, culled walk of the two-pixel kernel:
+    // 79 -> 72 instructions per Gaussian, no reconvergence barrier); with SignedT, T's new value is selected once
+    // (gsplat's next T, or T marked done). The same operations on the same values; nothing is committed where
+    // `take` is false or the pixel is done.
     __device__ void blend(bool take, const typename V::Params& params, const typename V::Staged& staged,
                           const float4& color, int gaussian, float alpha, unsigned list_index) {
         if constexpr (SignedT) {
             const float T_before = T;
             const float vis = alpha * T_before;
             const float next_T = T_before * (1.0f - alpha);
-            const bool commit = gt_and(next_T, kTransmittanceThreshold, take);  // gsplat: done where next_T <= threshold
+            const bool commit = gt_and(next_T, kTransmittanceThreshold, take);  // gsplat: done where next_T <= 1e-4
             const float closed = __int_as_float(__float_as_int(T_before) | (int)0x80000000);
             T = commit ? next_T : (take ? closed : T_before);
             if (commit) {
@@ -445,7 +448,7 @@ struct PixelBlend {
             }
         } else {  // (the caller has tested the flag: take is false at a pixel done)
             const float next_T = T * (1.0f - alpha);
-            const bool commit = gtu_and(next_T, kTransmittanceThreshold, take);  // gsplat: done where next_T <= threshold
+            const bool commit = gtu_and(next_T, kTransmittanceThreshold, take);  // gsplat: done where next_T <= 1e-4
             if (take && !commit) done_flag = 1;
             if (commit) {
                 acc.add(params, staged, color, gaussian, alpha * T, T, list_index);
@@ -482,12 +485,6 @@ struct RewalkPixel {
 
     __device__ bool done() const { return settled; }
 
-    __device__ void step(const typename V::Params& params, const typename V::Staged& staged, const float4& color,
-                         int gaussian, const typename V::Pixel& pixel, unsigned list_index) {
-        float alpha;
-        if (!V::evaluate(staged, pixel, alpha)) return;
-        blend(true, params, staged, color, gaussian, alpha, list_index);
-    }
     __device__ void blend(bool take, const typename V::Params& params, const typename V::Staged& staged,
                           const float4& color, int gaussian, float alpha, unsigned list_index) {
         if (!take) return;
@@ -506,6 +503,28 @@ struct RewalkPixel {
 // none): the one-pixel kernels evaluate two before blending them, and the two-pixel kernels with T's sign step
 // two per iteration. See blend_range.
 LPT_OPTIONAL_FLAG(PairsEvaluations, kPairedEvaluation, false)
+
+// Whether a variant stages batches scaled where it can (its kScaledEvaluation; false where it declares none).
+LPT_OPTIONAL_FLAG(ScalesEvaluation, kScaledEvaluation, false)
+
+template <class V, bool Scaled>
+__device__ __forceinline__ bool evaluate_alpha(const typename V::Staged& s, const typename V::Pixel& pixel,
+                                               float& alpha) {
+    if constexpr (Scaled) {
+        return V::evaluate_scaled(s, pixel, alpha);
+    } else {
+        return V::evaluate(s, pixel, alpha);
+    }
+}
+
+template <class V, bool Scaled>
+__device__ __forceinline__ bool may_reach(const typename V::Staged& s, const PixelBox& box) {
+    if constexpr (Scaled) {
+        return V::may_contribute_scaled(s, box);
+    } else {
+        return V::may_contribute(s, box);
+    }
+}
 
 // Gaussians one batch stages: one per pixel of the CTA's tile, at most kMaxBatch. A kernel of at most MaxThreads
 // threads of P pixels each reserves shared memory for MaxThreads * P of them (a CTA of a tile of 8 x 8 pixels for 64,
@@ -552,38 +571,23 @@ __device__ inline void item_range(const FrameArgs& f, int item, int& start, int&
     end = min(max(end, start), f.n_isects);
 }
 
-// gsplat's forward loop over flatten_ids[range_start, range_end) for one tile: batches of Gaussians staged
-// in shared memory, each pixel front to back until it saturates. A thread walks P pixels (pixel_rank), each
-// with its own state, in gsplat's order; it stops when all of them are done. With culling, each warp walks
-// a batch 32 Gaussians at a time: every lane tests one of them against the warp's pixel centres
-// (V::may_contribute, a conservative bound on alpha >= 1/255), a ballot gathers the results, and the warp
-// blends only the marked ones, lowest first; every one of its pixels would have skipped the others, so
-// colours, alphas and last_ids stay gsplat's bit for bit. A warp whose pixels have all saturated tests
-// nothing more. With a saturation_flag (depth chunks) the CTA also stops once an earlier chunk of the same
-// item has saturated all its pixels (checked once per batch).
-// `blocks`: the warps' pixels are 8 x 4 blocks (pixel_rank), which the cull box follows.
-// Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids.
-// State is the pixel's walk: PixelBlend, or RewalkPixel for a composite's re-walk (members done() and step).
-template <class V, unsigned P, class State, unsigned Capacity>
-__device__ bool blend_range(const FrameArgs& f, const typename V::Params& params, const SharedBatch<V, Capacity>& batch,
-                            int range_start, int range_end, const typename V::Pixel (&pixel_ctx)[P],
-                            const PixelSlot& slot, bool blocks, State (&pixel)[P], const int* saturation_flag,
-                            int chunk_index, int& stop_position) {
-    const unsigned block = blockDim.x;
-    const unsigned thread = threadIdx.x;
-    const unsigned warp = thread >> 5, lane = thread & 31u;
-    const unsigned warp_lanes = min(32u, block - (warp << 5));
-    const unsigned warp_mask = warp_lanes == 32u ? 0xffffffffu : ((1u << warp_lanes) - 1u);
-    const int batch_capacity = (int)min(block * P, Capacity);  // (min(block * P, kMaxBatch): Capacity is at least that)
-    const bool cull = V::kHasCullBound && f.cull != 0;
-    // the warp's pixel centres, read by its lanes after the first barrier below
-    if (cull && lane == 0) batch.boxes[warp] = warp_box<P>(f, blocks, slot, warp, block);
-    auto all_done = [&pixel]() {
-        bool done = true;
+// Whether every one of a thread's pixels is done.
+template <unsigned P, class State>
+__device__ __forceinline__ bool all_pixels_done(const State (&pixel)[P]) {
+    bool done = true;
 #pragma unroll
-        for (unsigned p = 0; p < P; ++p) done = done && pixel[p].done();
-        return done;
-    };
+    for (unsigned p = 0; p < P; ++p) done = done && pixel[p].done();
+    return done;
+}
+
+// The walk over one staged batch (blend_range): each warp's marked Gaussians, in the batch's form (Scaled: the
+// variant's scaled evaluation, kScaledEvaluation).
+template <class V, unsigned P, bool Scaled, class State, unsigned Capacity>
+__device__ __forceinline__ void walk_batch(const typename V::Params& params, const SharedBatch<V, Capacity>& batch,
+                                           int batch_start, int count, const typename V::Pixel (&pixel_ctx)[P],
+                                           State (&pixel)[P], bool cull, unsigned warp, unsigned lane,
+                                           unsigned warp_lanes, unsigned warp_mask) {
+    auto all_done = [&pixel]() { return all_pixels_done<P>(pixel); };
     // Gaussian t of the batch starting at list position `first`: its id and colour row are read only where the
     // accumulator uses them (the compiler drops the other loads).
     using Accumulator = typename State::Accumulator;
@@ -600,13 +604,16 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
             float alpha[P] = {};
             bool passed[P];
 #pragma unroll
-            for (unsigned p = 0; p < P; ++p) passed[p] = V::evaluate(staged, pixel_ctx[p], alpha[p]);
+            for (unsigned p = 0; p < P; ++p) passed[p] = evaluate_alpha<V, Scaled>(staged, pixel_ctx[p], alpha[p]);
 #pragma unroll
             for (unsigned p = 0; p < P; ++p)
                 pixel[p].blend(passed[p] && (State::kSignedT || !pixel[p].done()), params, staged, color, g, alpha[p],
                                list_index);
-        } else {
-            if (!pixel[0].done()) pixel[0].step(params, batch.staged[t], batch.colors[t], g, pixel_ctx[0], list_index);
+        } else if (!pixel[0].done()) {  // gsplat's loop body for one Gaussian, operand for operand
+            const typename V::Staged& staged = batch.staged[t];
+            float alpha;
+            if (evaluate_alpha<V, Scaled>(staged, pixel_ctx[0], alpha))
+                pixel[0].blend(true, params, staged, batch.colors[t], g, alpha, list_index);
         }
     };
     // One pixel, two Gaussians t0 < t1 of the walk (a variant with kPairedEvaluation): both alphas first (alpha
@@ -624,14 +631,98 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
         const typename V::Staged staged0 = batch.staged[t0], staged1 = batch.staged[t1];
         const float4 color0 = batch.colors[t0], color1 = batch.colors[t1];
         float alpha0 = 0.f, alpha1 = 0.f;
-        const bool passed0 = V::evaluate(staged0, pixel_ctx[0], alpha0);
-        const bool passed1 = V::evaluate(staged1, pixel_ctx[0], alpha1);
+        const bool passed0 = evaluate_alpha<V, Scaled>(staged0, pixel_ctx[0], alpha0);
+        const bool passed1 = evaluate_alpha<V, Scaled>(staged1, pixel_ctx[0], alpha1);
         pixel[0].blend(passed0 && (State::kSignedT || !pixel[0].done()), params, staged0, color0, batch.gaussians[t0],
                        alpha0, (unsigned)(first + t0));
         pixel[0].blend(passed1 && (State::kSignedT || !pixel[0].done()), params, staged1, color1, batch.gaussians[t1],
                        alpha1, (unsigned)(first + t1));
     };
 
+    if (cull) {  // a warp of fewer than 32 threads (the last one of some tile sizes) tests as many at once
+        for (int base = 0; base < count; base += (int)warp_lanes) {
+            if (__all_sync(warp_mask, all_done())) break;
+            const int j = base + (int)lane;
+            const bool reaches = j < count && may_reach<V, Scaled>(batch.staged[j], batch.boxes[warp]);
+            unsigned marked = __ballot_sync(warp_mask, reaches);
+            if constexpr (P > 1) {
+                // the next marked Gaussian found before this one is blended, so that its shared-memory
+                // address is ready at the top of the next iteration (H200, GPU time x gsplat's blend: bonsai
+                // orbit 1.81x -> 1.84x, balanced room 1.49x -> 1.52x; the paired one-pixel walk was slower so,
+                // 2.95x -> 2.86x on the mild ladder frame in auto, and keeps the order below)
+                for (int next = __ffs(marked) - 1; next >= 0 && !all_done();) {
+                    const int t = base + next;
+                    marked &= marked - 1u;
+                    next = __ffs(marked) - 1;
+                    step(batch_start, t);
+                    if constexpr (kTwoPerIteration) {
+                        if (next < 0) break;
+                        const int t2 = base + next;
+                        marked &= marked - 1u;
+                        next = __ffs(marked) - 1;
+                        step(batch_start, t2);
+                    }
+                }
+            } else {
+                while (marked != 0u && !all_done()) {
+                    const int t = base + __ffs(marked) - 1;
+                    marked &= marked - 1u;
+                    if (kPaired && marked != 0u) {
+                        const int t1 = base + __ffs(marked) - 1;
+                        marked &= marked - 1u;
+                        step_pair(batch_start, t, t1);
+                    } else {
+                        step(batch_start, t);
+                    }
+                }
+            }
+        }
+    } else if (kPaired) {
+        for (int t = 0; t < count && !all_done(); t += 2) {
+            if (t + 1 < count) {
+                step_pair(batch_start, t, t + 1);
+            } else {
+                step(batch_start, t);
+            }
+        }
+    } else {
+        for (int t = 0; t < count && !all_done(); ++t) step(batch_start, t);
+    }
+}
+
+// gsplat's forward loop over flatten_ids[range_start, range_end) for one tile: batches of Gaussians staged
+// in shared memory, each pixel front to back until it saturates. A thread walks P pixels (pixel_rank), each
+// with its own state, in gsplat's order; it stops when all of them are done. With culling, each warp walks
+// a batch 32 Gaussians at a time: every lane tests one of them against the warp's pixel centres
+// (V::may_contribute, a conservative bound on alpha >= 1/255), a ballot gathers the results, and the warp
+// blends only the marked ones, lowest first; every one of its pixels would have skipped the others, so
+// colours, alphas and last_ids stay gsplat's bit for bit. A warp whose pixels have all saturated tests
+// nothing more. With a saturation_flag (depth chunks) the CTA also stops once an earlier chunk of the same
+// item has saturated all its pixels (checked once per batch).
+// `blocks`: the warps' pixels are 8 x 4 blocks (pixel_rank), which the cull box follows.
+// Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids.
+// State is the pixel's walk: PixelBlend, or RewalkPixel for a composite's re-walk (members done() and blend()).
+template <class V, unsigned P, class State, unsigned Capacity>
+__device__ bool blend_range(const FrameArgs& f, const typename V::Params& params, const SharedBatch<V, Capacity>& batch,
+                            int range_start, int range_end, const typename V::Pixel (&pixel_ctx)[P],
+                            const PixelSlot& slot, bool blocks, State (&pixel)[P], const int* saturation_flag,
+                            int chunk_index, int& stop_position) {
+    const unsigned block = blockDim.x;
+    const unsigned thread = threadIdx.x;
+    const unsigned warp = thread >> 5, lane = thread & 31u;
+    const unsigned warp_lanes = min(32u, block - (warp << 5));
+    const unsigned warp_mask = warp_lanes == 32u ? 0xffffffffu : ((1u << warp_lanes) - 1u);
+    const int batch_capacity = (int)min(block * P, Capacity);  // (min(block * P, kMaxBatch): Capacity is at least that)
+    const bool cull = V::kHasCullBound && f.cull != 0;
+    // the warp's pixel centres, read by its lanes after the first barrier below
+    if (cull && lane == 0) batch.boxes[warp] = warp_box<P>(f, blocks, slot, warp, block);
+    auto all_done = [&pixel]() { return all_pixels_done<P>(pixel); };
+    using Accumulator = typename State::Accumulator;
+    // Batches scaled where the variant allows it, with two or more pixels per thread. (H200, GPU time x gsplat's
+    // blend, every output the same: the two-pixel frames 0-3% faster, bonsai orbit 2.04x -> 2.07x, 4 x 720p 2.16x ->
+    // 2.22x; the one-pixel kernels lost 2-3% in lpt mode, street 3.50x -> 3.39x, where a lone heavy tile walks its
+    // batches one after another and each took the scaling pass and a barrier more.)
+    constexpr bool kScales = ScalesEvaluation<V>::value && P > 1;
     for (int batch_start = range_start; batch_start < range_end; batch_start += batch_capacity) {
         // resync all threads before the next batch; end early if the entire tile is done
         if (__syncthreads_count(all_done()) >= (int)block) {
@@ -647,6 +738,7 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
             }
         }
         const int count = min(batch_capacity, range_end - batch_start);
+        bool unscalable = false;
         for (int i = (int)thread; i < count; i += (int)block) {
             const int position = batch_start + i;
             const int g = f.flatten_ids[position];
@@ -659,57 +751,31 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
                 atomicOr(f.schedule + LPT_WORD_ERROR, LPT_ERROR_FLATTEN_IDS);
             }
             batch.gaussians[i] = g;
+            if constexpr (kScales) unscalable = unscalable || !V::scalable(batch.staged[i]);
         }
-        __syncthreads();
-
-        if (cull) {  // a warp of fewer than 32 threads (the last one of some tile sizes) tests as many at a time
-            for (int base = 0; base < count; base += (int)warp_lanes) {
-                if (__all_sync(warp_mask, all_done())) break;
-                const int j = base + (int)lane;
-                unsigned marked = __ballot_sync(warp_mask, j < count && V::may_contribute(batch.staged[j], batch.boxes[warp]));
-                if constexpr (P > 1) {
-                    // the next marked Gaussian found before this one is blended, so that its shared-memory address
-                    // is ready at the top of the next iteration (H200, GPU time x gsplat's blend: bonsai orbit 1.81x
-                    // -> 1.84x, balanced room 1.49x -> 1.52x; the paired one-pixel walk was slower so, 2.95x -> 2.86x
-                    // on the mild ladder frame in auto, and keeps the order below)
-                    for (int next = __ffs(marked) - 1; next >= 0 && !all_done();) {
-                        const int t = base + next;
-                        marked &= marked - 1u;
-                        next = __ffs(marked) - 1;
-                        step(batch_start, t);
-                        if constexpr (kTwoPerIteration) {
-                            if (next < 0) break;
-                            const int t2 = base + next;
-                            marked &= marked - 1u;
-                            next = __ffs(marked) - 1;
-                            step(batch_start, t2);
-                        }
-                    }
-                } else {
-                    while (marked != 0u && !all_done()) {
-                        const int t = base + __ffs(marked) - 1;
-                        marked &= marked - 1u;
-                        if (kPaired && marked != 0u) {
-                            const int t1 = base + __ffs(marked) - 1;
-                            marked &= marked - 1u;
-                            step_pair(batch_start, t, t1);
-                        } else {
-                            step(batch_start, t);
-                        }
-                    }
-                }
-            }
-        } else if (kPaired) {
-            for (int t = 0; t < count && !all_done(); t += 2) {
-                if (t + 1 < count) {
-                    step_pair(batch_start, t, t + 1);
-                } else {
-                    step(batch_start, t);
-                }
+        // A batch of scalable Gaussians only is scaled in place and walked with the variant's scaled evaluation
+        // (each thread scales what it staged; the barrier after that publishes it); any other batch as staged.
+        bool scaled = false;  // (the same in every thread)
+        if constexpr (kScales) {
+            scaled = !__syncthreads_or(unscalable);
+            if (scaled) {
+                for (int i = (int)thread; i < count; i += (int)block) V::scale(batch.staged[i]);
+                __syncthreads();
             }
         } else {
-            for (int t = 0; t < count && !all_done(); ++t) step(batch_start, t);
+            __syncthreads();
         }
+
+        // the batch walked in its form (one form where nothing is scaled)
+        if constexpr (kScales) {
+            if (scaled) {
+                walk_batch<V, P, true>(params, batch, batch_start, count, pixel_ctx, pixel, cull, warp, lane,
+                                       warp_lanes, warp_mask);
+                continue;
+            }
+        }
+        walk_batch<V, P, false>(params, batch, batch_start, count, pixel_ctx, pixel, cull, warp, lane, warp_lanes,
+                                warp_mask);
     }
     stop_position = range_end;
     return false;

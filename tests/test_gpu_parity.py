@@ -151,6 +151,31 @@ def test_lpt_matches_gsplat_exactly(case, with_background, pixels_per_thread):
     assert torch.equal(last_ids, ref_last)
 
 
+@pytest.mark.parametrize("pixels_per_thread", [1, 2])
+@pytest.mark.parametrize("channels", [3, 8])
+def test_batches_staged_scaled_and_as_they_are_are_gsplat_bit_for_bit(pixels_per_thread, channels):
+    """3DGS walks a batch with the conic's diagonal halved (Gaussian3DGS::evaluate_scaled) where every Gaussian of
+    it allows that exactly, and any other batch as staged. Conics with an entry outside [2^-70, 2^70] (a huge
+    Gaussian over many tiles, a point) scattered through the lists put both kinds of batches in one frame; either
+    way every pixel, alpha and last_id is gsplat's."""
+    gaussians = random_gaussians(6000, seed=21, cluster=4000)
+    frame = project(*gaussians, *cameras(2, 320, 192), 320, 192, 16, channels, seed=5)
+    conics = frame["conics"].clone()
+    g = torch.Generator().manual_seed(4)
+    chosen = torch.randperm(conics.shape[1], generator=g)[:60]
+    conics[:, chosen[:30], 0] = 2.0 ** -75  # wide along x: reaches every pixel of its tiles
+    conics[:, chosen[30:], 2] = 2.0 ** 72
+    frame["conics"] = conics
+    ref_colors, ref_alphas, ref_last = gsplat_forward(frame)
+    config = LPTConfig(mode="lpt", pixels_per_thread=pixels_per_thread)
+    colors, alphas, last_ids, _ = ours_forward(frame, config)
+    assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
+    assert torch.equal(last_ids, ref_last)
+    # the wide Gaussians show: the frame differs from one without them
+    plain = project(*gaussians, *cameras(2, 320, 192), 320, 192, 16, channels, seed=5)
+    assert not torch.equal(gsplat_forward(plain)[0], ref_colors)
+
+
 @pytest.mark.parametrize("channels", [8, 17, 32, 64, 128])
 @pytest.mark.parametrize("mode", ["lpt", "chunk"])
 def test_colour_rows_off_a_16_byte_boundary(channels, mode):
