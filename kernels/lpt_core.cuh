@@ -28,7 +28,7 @@
 //     static bool evaluate_scaled(const Staged&, const Pixel&, float& alpha);  // on a scaled Staged
 //     static bool may_contribute_scaled(const Staged&, const PixelBox&);      // the same bound on a scaled Staged
 //   };
-// A variant with kScaledEvaluation has, in its kernels of two or more pixels per thread, each batch whose Gaussians
+// A variant with kScaledEvaluation has, in its two-pixel kernels of up to 4 channels, each batch whose Gaussians
 // are all scalable staged scaled (a second pass over the batch before the walk) and walked with evaluate_scaled
 // (3DGS: the conic's diagonal halved, so that gsplat's 0.5 (a dx^2 + c dy^2) needs no multiply); any other batch is
 // walked as staged (blend_range).
@@ -718,11 +718,13 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
     if (cull && lane == 0) batch.boxes[warp] = warp_box<P>(f, blocks, slot, warp, block);
     auto all_done = [&pixel]() { return all_pixels_done<P>(pixel); };
     using Accumulator = typename State::Accumulator;
-    // Batches scaled where the variant allows it, with two or more pixels per thread. (H200, GPU time x gsplat's
-    // blend, every output the same: the two-pixel frames 0-3% faster, bonsai orbit 2.04x -> 2.07x, 4 x 720p 2.16x ->
-    // 2.22x; the one-pixel kernels lost 2-3% in lpt mode, street 3.50x -> 3.39x, where a lone heavy tile walks its
-    // batches one after another and each took the scaling pass and a barrier more.)
-    constexpr bool kScales = ScalesEvaluation<V>::value && P > 1;
+    // Batches scaled where the variant allows it, in the kernels whose pixels mark done by T's sign (two or more
+    // pixels per thread, up to 4 channels: kSignedTransmittance). H200, GPU time x gsplat's blend, every output the
+    // same: those frames 0-3% faster (bonsai orbit 2.04x -> 2.07x, 4 x 720p 2.16x -> 2.22x, 4 channels 1.97x ->
+    // 1.97x); the 8-channel two-pixel kernel lost 1% (1.53x -> 1.51x), and the one-pixel kernels 2-3% in lpt mode
+    // (street 3.50x -> 3.39x), where a lone heavy tile walks its batches one after another and each took the scaling
+    // pass and a barrier more.
+    constexpr bool kScales = ScalesEvaluation<V>::value && P > 1 && State::kSignedT;
     for (int batch_start = range_start; batch_start < range_end; batch_start += batch_capacity) {
         // resync all threads before the next batch; end early if the entire tile is done
         if (__syncthreads_count(all_done()) >= (int)block) {
