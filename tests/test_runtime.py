@@ -80,10 +80,10 @@ def test_two_pixels_per_thread_only_where_the_tile_rows_pair_up_and_channels_are
 
 
 def test_the_two_pixel_bound_is_the_variants():
-    """The plan asks for two pixels per thread up to the variant's bound: 3DGS up to the whole mean work per CTA
-    where its colour rows are staged (up to 4 channels), half of it for feature maps; 2DGS a quarter."""
+    """The plan asks for two pixels per thread up to the variant's bound: 3DGS up to 1.4 times the mean work per CTA
+    where its colour rows are staged (up to 4 channels), half the mean for feature maps; 2DGS a quarter."""
     gaussians, surfels = VARIANTS["rasterize_to_pixels"], VARIANTS["rasterize_to_pixels_2dgs"]
-    assert gaussians.two_pixel_max_imbalance(3) == gaussians.two_pixel_max_imbalance(4) == 1.0
+    assert gaussians.two_pixel_max_imbalance(3) == gaussians.two_pixel_max_imbalance(4) == 1.4
     assert gaussians.two_pixel_max_imbalance(8) == gaussians.two_pixel_max_imbalance(16) == 0.5
     assert surfels.two_pixel_max_imbalance(4) == surfels.two_pixel_max_imbalance(8) == 0.25
     # in chunked frames: 3DGS colours only
