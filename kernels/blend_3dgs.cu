@@ -102,6 +102,10 @@ struct Gaussian3DGS {
         s.conic_extent.x *= 0.5f;
         s.conic_extent.z *= 0.5f;
     }
+    static __device__ void unscale(Staged& s) {  // scale undone, exactly (a / 2 and c / 2 are normal floats)
+        s.conic_extent.x *= 2.f;
+        s.conic_extent.z *= 2.f;
+    }
     static __device__ bool evaluate_scaled(const Staged& s, const Pixel& pixel, float& alpha) {
         const float4 conic = s.conic_extent;  // a / 2, b, c / 2, band
         const float4 xy_opac = s.xy_opacity_limit;

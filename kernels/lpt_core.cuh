@@ -25,13 +25,14 @@
 //     static constexpr bool kScaledEvaluation;              // optional (absent: false); with it
 //     static bool scalable(const Staged&);                  // whether scale() leaves evaluate_scaled gsplat's alpha
 //     static void scale(Staged&);                           // at every pixel, bit for bit
+//     static void unscale(Staged&);                         // scale() undone exactly, on a scalable Staged
 //     static bool evaluate_scaled(const Staged&, const Pixel&, float& alpha);  // on a scaled Staged
 //     static bool may_contribute_scaled(const Staged&, const PixelBox&);      // the same bound on a scaled Staged
 //   };
-// A variant with kScaledEvaluation has, in its two-pixel kernels of up to 4 channels, each batch whose Gaussians
-// are all scalable staged scaled (a second pass over the batch before the walk) and walked with evaluate_scaled
-// (3DGS: the conic's diagonal halved, so that gsplat's 0.5 (a dx^2 + c dy^2) needs no multiply); any other batch is
-// walked as staged (blend_range).
+// A variant with kScaledEvaluation has, in its two-pixel kernels of up to 4 channels, each scalable Gaussian staged
+// scaled, and each batch whose Gaussians are all scalable walked with evaluate_scaled (3DGS: the conic's diagonal
+// halved, so that gsplat's 0.5 (a dx^2 + c dy^2) needs no multiply); any other batch is unscaled again and walked
+// as staged (blend_range).
 // Accumulator concept (ColorAccumulator below is the common one):
 //   static constexpr unsigned kPartialFloats;               // floats a depth chunk leaves per pixel (besides T)
 //   void reset();
@@ -741,27 +742,41 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
         }
         const int count = min(batch_capacity, range_end - batch_start);
         bool unscalable = false;
-        for (int i = (int)thread; i < count; i += (int)block) {
+        unsigned scaled_here = 0u;  // bit n: this thread's n-th staged Gaussian was scaled (kScales)
+        for (int i = (int)thread, n = 0; i < count; i += (int)block, ++n) {
             const int position = batch_start + i;
             const int g = f.flatten_ids[position];
+            typename V::Staged staged;
             if ((unsigned)g < (unsigned)f.num_gaussians) {
-                V::stage(params, g, batch.staged[i]);
+                V::stage(params, g, staged);
                 if constexpr (StagesColor<Accumulator>::value) Accumulator::stage_color(params, g, batch.colors[i]);
             } else {  // never read outside the Gaussian arrays; the call reports it
-                V::stage_inert(batch.staged[i]);
+                V::stage_inert(staged);
                 if constexpr (StagesColor<Accumulator>::value) batch.colors[i] = make_float4(0.f, 0.f, 0.f, 0.f);
                 atomicOr(f.schedule + LPT_WORD_ERROR, LPT_ERROR_FLATTEN_IDS);
             }
+            if constexpr (kScales) {
+                if (V::scalable(staged)) {
+                    V::scale(staged);
+                    scaled_here |= 1u << n;
+                } else {
+                    unscalable = true;
+                }
+            }
+            batch.staged[i] = staged;
             batch.gaussians[i] = g;
-            if constexpr (kScales) unscalable = unscalable || !V::scalable(batch.staged[i]);
         }
-        // A batch of scalable Gaussians only is scaled in place and walked with the variant's scaled evaluation
-        // (each thread scales what it staged; the barrier after that publishes it); any other batch as staged.
+        // Each scalable Gaussian is staged scaled, and a batch of scalable Gaussians only is walked with the
+        // variant's scaled evaluation: the barrier that publishes the batch also tells every thread whether it is
+        // one, so a scaled batch costs no pass and no barrier more than an unscaled one. In any other batch (rare:
+        // a degenerate, huge or far-off Gaussian) each thread undoes its scaling, exactly (V::unscale), and a second
+        // barrier publishes that; the batch is walked as staged.
         bool scaled = false;  // (the same in every thread)
         if constexpr (kScales) {
             scaled = !__syncthreads_or(unscalable);
-            if (scaled) {
-                for (int i = (int)thread; i < count; i += (int)block) V::scale(batch.staged[i]);
+            if (!scaled) {
+                for (int i = (int)thread, n = 0; i < count; i += (int)block, ++n)
+                    if (scaled_here & (1u << n)) V::unscale(batch.staged[i]);
                 __syncthreads();
             }
         } else {
