@@ -29,10 +29,9 @@
 //     static bool evaluate_scaled(const Staged&, const Pixel&, float& alpha);  // on a scaled Staged
 //     static bool may_contribute_scaled(const Staged&, const PixelBox&);      // the same bound on a scaled Staged
 //   };
-// A variant with kScaledEvaluation has, in its two-pixel kernels of up to 4 channels, each scalable Gaussian staged
-// scaled, and each batch whose Gaussians are all scalable walked with evaluate_scaled (3DGS: the conic's diagonal
-// halved, so that gsplat's 0.5 (a dx^2 + c dy^2) needs no multiply); any other batch is unscaled again and walked
-// as staged (blend_range).
+// A variant with kScaledEvaluation has, in every kernel, each scalable Gaussian staged scaled, and each batch whose
+// Gaussians are all scalable walked with evaluate_scaled (3DGS: the conic's diagonal halved, so that gsplat's
+// 0.5 (a dx^2 + c dy^2) needs no multiply); any other batch is unscaled again and walked as staged (blend_range).
 // Accumulator concept (ColorAccumulator below is the common one):
 //   static constexpr unsigned kPartialFloats;               // floats a depth chunk leaves per pixel (besides T)
 //   void reset();
@@ -719,13 +718,15 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
     if (cull && lane == 0) batch.boxes[warp] = warp_box<P>(f, blocks, slot, warp, block);
     auto all_done = [&pixel]() { return all_pixels_done<P>(pixel); };
     using Accumulator = typename State::Accumulator;
-    // Batches scaled where the variant allows it, in the kernels whose pixels mark done by T's sign (two or more
-    // pixels per thread, up to 4 channels: kSignedTransmittance). H200, GPU time x gsplat's blend, every output the
-    // same: those frames 0-3% faster (bonsai orbit 2.04x -> 2.07x, 4 x 720p 2.16x -> 2.22x, 4 channels 1.97x ->
-    // 1.97x); the 8-channel two-pixel kernel lost 1% (1.53x -> 1.51x), and the one-pixel kernels 2-3% in lpt mode
-    // (street 3.50x -> 3.39x), where a lone heavy tile walks its batches one after another and each took the scaling
-    // pass and a barrier more.
-    constexpr bool kScales = ScalesEvaluation<V>::value && P > 1 && State::kSignedT;
+    // Batches scaled where the variant allows it, in every kernel of it. H200, GPU time x gsplat's blend, every output
+    // the same: first in the two-pixel kernels of up to 4 channels, with a scaling pass and a barrier after staging,
+    // 0-3% faster (bonsai orbit 2.04x -> 2.07x, 4 x 720p 2.16x -> 2.22x), but the 8-channel kernel 1% slower and the
+    // one-pixel kernels 2-3% (street, lpt: 3.50x -> 3.39x: a lone heavy tile walks its batches one after another,
+    // and each took the pass and the barrier). Staged scaled (no pass, no barrier more), in every kernel, against
+    // the former: bonsai orbit 2.07x -> 2.10x, mild / mixed in auto 3.04x -> 3.10x / 3.00x -> 3.05x, street and
+    // extreme in auto 13.49x -> 13.70x and 59.92x -> 60.68x, 8-64 channels unchanged (1.54x, 1.33x -> 1.34x, 1.38x),
+    // street and moderate in lpt 0.6% and 1% slower (3.52x -> 3.50x, 2.91x -> 2.88x).
+    constexpr bool kScales = ScalesEvaluation<V>::value;
     for (int batch_start = range_start; batch_start < range_end; batch_start += batch_capacity) {
         // resync all threads before the next batch; end early if the entire tile is done
         if (__syncthreads_count(all_done()) >= (int)block) {

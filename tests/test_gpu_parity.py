@@ -154,8 +154,8 @@ def test_lpt_matches_gsplat_exactly(case, with_background, pixels_per_thread):
 @pytest.mark.parametrize("pixels_per_thread", [1, 2])
 @pytest.mark.parametrize("channels", [3, 8])
 def test_batches_staged_scaled_and_as_they_are_are_gsplat_bit_for_bit(pixels_per_thread, channels):
-    """3DGS walks a batch with the conic's diagonal halved (Gaussian3DGS::evaluate_scaled; in its two-pixel kernels
-    of up to 4 channels) where every Gaussian of it allows that exactly, and any other batch as staged. Conics with
+    """3DGS walks a batch with the conic's diagonal halved (Gaussian3DGS::evaluate_scaled; in every kernel) where
+    every Gaussian of it allows that exactly, and any other batch unscaled again, as staged. Conics with
     an entry outside [2^-70, 2^70] (a huge Gaussian over many tiles, a point) scattered through the lists put both
     kinds of batches in one frame; either way every pixel, alpha and last_id is gsplat's."""
     gaussians = random_gaussians(6000, seed=21, cluster=4000)
