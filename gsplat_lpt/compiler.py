@@ -122,6 +122,7 @@ def shared_memory_limit(device_index: int) -> int:
 
 def blend_shared_bytes(staged_bytes: int, max_threads: int) -> int:
     """lpt::SharedBatch<V, Capacity>::kBytes of the blending kernels built for CTAs of `max_threads` one-pixel
-    threads (or half as many two-pixel ones): one batch of min(max_threads, MAX_BATCH) staged Gaussians with their
-    colour rows (16 bytes) and ids (4 bytes), and the pixel-centre boxes of up to 32 warps (16 bytes each)."""
+    threads (or half as many two-pixel ones): one batch of min(max_threads, MAX_BATCH) staged Gaussians, each with its
+    colour row beside it (16 bytes), their ids (4 bytes), and the pixel-centre boxes of up to 32 warps (16 bytes
+    each)."""
     return min(max_threads, constants.MAX_BATCH) * (staged_bytes + 16 + 4) + 32 * 16

@@ -535,25 +535,34 @@ struct BatchCapacity {
     static constexpr unsigned value = MaxThreads * P < kMaxBatch ? MaxThreads * P : kMaxBatch;
 };
 
-// Dynamic shared memory of a blending CTA: one batch of staged Gaussians, their colour rows (where the
-// accumulator stages them), their Gaussian ids, and the pixel-centre box of every warp of the current item
-// (for the cull test). A Gaussian's list position is the batch's first plus its index in the batch.
+// Dynamic shared memory of a blending CTA: one batch of staged Gaussians, each with its colour row (where the
+// accumulator stages it) right after it, their Gaussian ids, and the pixel-centre box of every warp of the current
+// item (for the cull test). A Gaussian's list position is the batch's first plus its index in the batch.
+// The colour row beside its Gaussian rather than in an array of its own: one address per blended Gaussian for both
+// (3DGS: one instruction less per Gaussian), and entries of 48 (3DGS) or 80 bytes (2DGS, 3DGUT) rather than 32 or
+// 64, so that the 32 lanes of the cull test, each reading another Gaussian's 16-byte rows, hit 32 different banks in
+// every group of 8 lanes (with 32 or 64 bytes, two or four lanes shared a bank).
 // Mirrored by gsplat_lpt.compiler.blend_shared_bytes; checked against %dynamic_smem_size at launch.
 template <class V, unsigned Capacity>
 struct SharedBatch {
-    typename V::Staged* staged;  // [Capacity]
-    float4* colors;              // [Capacity]
-    int* gaussians;              // [Capacity]
-    PixelBox* boxes;             // [kMaxWarps]
+    struct Entry {
+        typename V::Staged staged;
+        float4 color;
+    };
+    Entry* entries;   // [Capacity]
+    int* gaussians;   // [Capacity]
+    PixelBox* boxes;  // [kMaxWarps]
 
     static constexpr unsigned kMaxWarps = 32;
     static constexpr unsigned kGaussianBytes = (unsigned)sizeof(typename V::Staged) + 16u + 4u;
+    static_assert(sizeof(Entry) == sizeof(typename V::Staged) + 16u, "a staged Gaussian and its colour row, unpadded");
     static constexpr unsigned kBytes = Capacity * kGaussianBytes + kMaxWarps * (unsigned)sizeof(PixelBox);
     __device__ explicit SharedBatch(unsigned char* shared)
-        : staged(reinterpret_cast<typename V::Staged*>(shared)),
-          colors(reinterpret_cast<float4*>(shared + Capacity * sizeof(typename V::Staged))),
-          gaussians(reinterpret_cast<int*>(shared + Capacity * (sizeof(typename V::Staged) + 16))),
+        : entries(reinterpret_cast<Entry*>(shared)),
+          gaussians(reinterpret_cast<int*>(shared + Capacity * sizeof(Entry))),
           boxes(reinterpret_cast<PixelBox*>(shared + Capacity * kGaussianBytes)) {}
+    __device__ typename V::Staged& staged(int i) const { return entries[i].staged; }
+    __device__ float4& color(int i) const { return entries[i].color; }
 };
 
 __device__ inline unsigned dynamic_shared_bytes() {
@@ -599,8 +608,8 @@ __device__ __forceinline__ void walk_batch(const typename V::Params& params, con
             // from shared memory), and every pixel's alpha evaluated before any is blended: P independent chains
             // of arithmetic the scheduler can interleave (within a branch per pixel, each waited on its own exp).
             // A saturated pixel's alpha is computed and ignored.
-            const typename V::Staged staged = batch.staged[t];
-            const float4 color = batch.colors[t];
+            const typename V::Staged staged = batch.staged(t);
+            const float4 color = batch.color(t);
             float alpha[P] = {};
             bool passed[P];
 #pragma unroll
@@ -610,10 +619,10 @@ __device__ __forceinline__ void walk_batch(const typename V::Params& params, con
                 pixel[p].blend(passed[p] && (State::kSignedT || !pixel[p].done()), params, staged, color, g, alpha[p],
                                list_index);
         } else if (!pixel[0].done()) {  // gsplat's loop body for one Gaussian, operand for operand
-            const typename V::Staged& staged = batch.staged[t];
+            const typename V::Staged& staged = batch.staged(t);
             float alpha;
             if (evaluate_alpha<V, Scaled>(staged, pixel_ctx[0], alpha))
-                pixel[0].blend(true, params, staged, batch.colors[t], g, alpha, list_index);
+                pixel[0].blend(true, params, staged, batch.color(t), g, alpha, list_index);
         }
     };
     // One pixel, two Gaussians t0 < t1 of the walk (a variant with kPairedEvaluation): both alphas first (alpha
@@ -628,8 +637,8 @@ __device__ __forceinline__ void walk_batch(const typename V::Params& params, con
     // thread whose pixels the first Gaussian saturates steps the second for nothing.
     constexpr bool kTwoPerIteration = P > 1 && State::kSignedT && PairsEvaluations<V>::value;
     auto step_pair = [&](int first, int t0, int t1) {
-        const typename V::Staged staged0 = batch.staged[t0], staged1 = batch.staged[t1];
-        const float4 color0 = batch.colors[t0], color1 = batch.colors[t1];
+        const typename V::Staged staged0 = batch.staged(t0), staged1 = batch.staged(t1);
+        const float4 color0 = batch.color(t0), color1 = batch.color(t1);
         float alpha0 = 0.f, alpha1 = 0.f;
         const bool passed0 = evaluate_alpha<V, Scaled>(staged0, pixel_ctx[0], alpha0);
         const bool passed1 = evaluate_alpha<V, Scaled>(staged1, pixel_ctx[0], alpha1);
@@ -643,7 +652,7 @@ __device__ __forceinline__ void walk_batch(const typename V::Params& params, con
         for (int base = 0; base < count; base += (int)warp_lanes) {
             if (__all_sync(warp_mask, all_done())) break;
             const int j = base + (int)lane;
-            const bool reaches = j < count && may_reach<V, Scaled>(batch.staged[j], batch.boxes[warp]);
+            const bool reaches = j < count && may_reach<V, Scaled>(batch.staged(j), batch.boxes[warp]);
             unsigned marked = __ballot_sync(warp_mask, reaches);
             if constexpr (P > 1) {
                 // the next marked Gaussian found before this one is blended, so that its shared-memory
@@ -750,10 +759,10 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
             typename V::Staged staged;
             if ((unsigned)g < (unsigned)f.num_gaussians) {
                 V::stage(params, g, staged);
-                if constexpr (StagesColor<Accumulator>::value) Accumulator::stage_color(params, g, batch.colors[i]);
+                if constexpr (StagesColor<Accumulator>::value) Accumulator::stage_color(params, g, batch.color(i));
             } else {  // never read outside the Gaussian arrays; the call reports it
                 V::stage_inert(staged);
-                if constexpr (StagesColor<Accumulator>::value) batch.colors[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+                if constexpr (StagesColor<Accumulator>::value) batch.color(i) = make_float4(0.f, 0.f, 0.f, 0.f);
                 atomicOr(f.schedule + LPT_WORD_ERROR, LPT_ERROR_FLATTEN_IDS);
             }
             if constexpr (kScales) {
@@ -764,7 +773,7 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
                     unscalable = true;
                 }
             }
-            batch.staged[i] = staged;
+            batch.staged(i) = staged;
             batch.gaussians[i] = g;
         }
         // Each scalable Gaussian is staged scaled, and a batch of scalable Gaussians only is walked with the
@@ -777,7 +786,7 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
             scaled = !__syncthreads_or(unscalable);
             if (!scaled) {
                 for (int i = (int)thread, n = 0; i < count; i += (int)block, ++n)
-                    if (scaled_here & (1u << n)) V::unscale(batch.staged[i]);
+                    if (scaled_here & (1u << n)) V::unscale(batch.staged(i));
                 __syncthreads();
             }
         } else {
