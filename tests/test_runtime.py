@@ -79,6 +79,16 @@ def test_two_pixels_per_thread_only_where_the_tile_rows_pair_up_and_channels_are
     assert not runtime.two_pixels_possible(surfels, 16, 16)
 
 
+def test_batch_entries_read_without_bank_conflicts():
+    """A batch entry in shared memory is a staged Gaussian and its 16-byte colour slot (lpt_core.cuh, SharedBatch).
+    The cull test's lanes each read another entry in 16-byte loads, 8 lanes at a time: entries an odd number of
+    16-byte words apart put those 8 lanes on 8 different groups of 4 banks. Every variant's entry is so."""
+    sizes = {name: variant.staged_bytes + 16 for name, variant in VARIANTS.items()}
+    assert all(size % 16 == 0 and (size // 16) % 2 == 1 for size in sizes.values()), sizes
+    for size in sizes.values():  # the bank groups of 8 consecutive entries, as the hardware serves them
+        assert len({(lane * size // 16) % 8 for lane in range(8)}) == 8
+
+
 def test_the_two_pixel_bound_is_the_variants():
     """The plan asks for two pixels per thread up to the variant's bound: 3DGS up to 1.4 times the mean work per CTA
     where its colour rows are staged (up to 4 channels), half the mean for feature maps; 2DGS a quarter."""
