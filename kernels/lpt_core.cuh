@@ -539,9 +539,12 @@ struct BatchCapacity {
 // accumulator stages it) right after it, their Gaussian ids, and the pixel-centre box of every warp of the current
 // item (for the cull test). A Gaussian's list position is the batch's first plus its index in the batch.
 // The colour row beside its Gaussian rather than in an array of its own: one address per blended Gaussian for both
-// (3DGS: one instruction less per Gaussian), and entries of 48 (3DGS) or 80 bytes (2DGS, 3DGUT) rather than 32 or
-// 64, so that the 32 lanes of the cull test, each reading another Gaussian's 16-byte rows, hit 32 different banks in
-// every group of 8 lanes (with 32 or 64 bytes, two or four lanes shared a bank).
+// (the chunk kernel's walk: 1-2 instructions less per Gaussian; the two-pixel walk keeps its count, ptxas building
+// the multiple of 48 with a constant), and entries of 48 (3DGS) or 80 bytes (2DGS, 3DGUT) rather than 32 or 64, so
+// that the 32 lanes of the cull test, each reading another Gaussian's 16-byte rows, hit 32 different banks in every
+// group of 8 lanes (with 32 or 64 bytes, two or four lanes shared a bank). H200, GPU time x gsplat's blend, every
+// output the same: 2DGS balanced room 7.57x -> 10.71x, 3DGS bonsai orbit 2.10x -> 2.14x, balanced room 1.72x ->
+// 1.76x (tests/test_runtime.py checks every variant's entry size).
 // Mirrored by gsplat_lpt.compiler.blend_shared_bytes; checked against %dynamic_smem_size at launch.
 template <class V, unsigned Capacity>
 struct SharedBatch {
@@ -752,7 +755,7 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
         }
         const int count = min(batch_capacity, range_end - batch_start);
         bool unscalable = false;
-        unsigned scaled_here = 0u;  // bit n: this thread's n-th staged Gaussian was scaled (kScales)
+        unsigned scaled_here = 0u;  // bit n: this thread's n-th staged Gaussian was scaled (kScales; n < P)
         for (int i = (int)thread, n = 0; i < count; i += (int)block, ++n) {
             const int position = batch_start + i;
             const int g = f.flatten_ids[position];
