@@ -131,7 +131,10 @@ for stage in $stages; do
       python3 tests/device/sm_activity.py --graphs --summarize "$OUT/ncu_graphs.csv" "$OUT/ncu_graphs_windows.txt" | tee "$OUT/sm_activity_graphs.txt"
       ;;
     pack)
-      (cd "$OUT" && tar czf results.tgz --exclude=results.tgz calibration bench omnire 2>/dev/null; ls -la)
+      # everything under $OUT but the OmniRe work folder in one archive (the device tool brings back only a few
+      # files), the originals removed
+      (cd "$OUT" && files=$(ls -A | grep -v -e '^results.tgz$' -e '^omnire_work$') && [ -n "$files" ] \
+        && tar czf results.tgz --remove-files $files; ls -la)
       ;;
     *)
       echo "unknown stage $stage"
