@@ -147,8 +147,7 @@ struct Gaussian3DGS {
     // The same test on a scaled Staged: a and c doubled back (exact) first.
     static __device__ bool may_contribute_scaled(const Staged& s, const lpt::PixelBox& box) {
         Staged unscaled = s;
-        unscaled.conic_extent.x *= 2.f;
-        unscaled.conic_extent.z *= 2.f;
+        unscale(unscaled);
         return may_contribute(unscaled, box);
     }
     static constexpr bool kScaledEvaluation = true;
