@@ -106,10 +106,25 @@ TWO_PIXEL_MAX_IMBALANCE = 1.4  # up to STAGED_COLOR_CHANNELS channels
 TWO_PIXEL_MAX_IMBALANCE_FEATURES = 0.5  # more channels (feature maps, up to TWO_PIXEL_MAX_CHANNELS)
 STAGED_COLOR_CHANNELS = 4  # rows of at most one float4 are staged with the batch (lpt_core.cuh, kStagedColor)
 
+# Where a frame has many items per CTA (at least TWO_PIXEL_MANY_ITEMS_PER_CTA non-empty items per CTA of the one-pixel
+# kernel: batches of images, wide frames), LPT packs the items finely and the longer time of each item at two pixels
+# shows later: the bound on the heaviest item is then TWO_PIXEL_MAX_IMBALANCE_MANY_ITEMS. Same measurements, by
+# imbalance (non-empty items per CTA), two pixels / one: with 29-118 items per CTA every frame from 1.43 to 1.46
+# gained, 0.82-0.93 (moderate x 3 at 1.43-1.44 0.84 in two runs, veil x 12 1.43 0.93, street x 12 1.46 0.82), and
+# further up rig x 5 1.66 0.84, foliage x 4 1.70 0.84, street x 10 1.74 0.92, but veil x 10 (tiles that saturate
+# early) lost at 1.67, 1.05; with 4-18 items per CTA the bonsai and garden frames lost from 1.43 on (1.02-1.29).
+TWO_PIXEL_MANY_ITEMS_PER_CTA = 20
+TWO_PIXEL_MAX_IMBALANCE_MANY_ITEMS = 1.6  # up to STAGED_COLOR_CHANNELS channels (feature maps: the bound above)
+
 
 def two_pixel_max_imbalance(channels: int) -> float:
     """The plan's bound on the longest item, as a fraction of N_total / K, for two pixels per thread."""
     return TWO_PIXEL_MAX_IMBALANCE if channels <= STAGED_COLOR_CHANNELS else TWO_PIXEL_MAX_IMBALANCE_FEATURES
+
+
+def two_pixel_many_items_max(channels: int) -> float:
+    """... in a frame of at least TWO_PIXEL_MANY_ITEMS_PER_CTA non-empty items per CTA."""
+    return TWO_PIXEL_MAX_IMBALANCE_MANY_ITEMS if channels <= STAGED_COLOR_CHANNELS else TWO_PIXEL_MAX_IMBALANCE_FEATURES
 
 
 # In a frame auto chunks, the LPT kernel (beside the chunk kernel) also runs two pixels per thread where the longest

@@ -77,6 +77,7 @@ class PlanArgs(ctypes.Structure):
         ("chunked_cost_floor", ctypes.c_double),  # auto chunks items above this multiple of N_total / K
         ("two_pixel_max_imbalance", ctypes.c_double),  # constants.two_pixel_max_imbalance of the channels
         ("two_pixel_chunked_max", ctypes.c_double),  # constants.two_pixel_chunked_max of the channels
+        ("two_pixel_many_items_max", ctypes.c_double),  # constants.two_pixel_many_items_max of the channels
         ("num_items", ctypes.c_int32),
         ("n_isects", ctypes.c_int32),
         ("mode", ctypes.c_int32),  # constants.PLAN_MODES
@@ -87,6 +88,7 @@ class PlanArgs(ctypes.Structure):
         ("num_chunk_counts", ctypes.c_int32),
         ("frame_index", ctypes.c_int32),
         ("two_pixels", ctypes.c_int32),  # 0: no two-pixel kernel; 1 or 2: pixels per thread of this frame
+        ("two_pixel_many_items", ctypes.c_int32),  # constants.TWO_PIXEL_MANY_ITEMS_PER_CTA
         ("chunk_counts", ctypes.c_int32 * MAX_CHUNK_COUNTS),
     ]
 

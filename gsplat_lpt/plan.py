@@ -186,15 +186,18 @@ class HostPlan:
 
 
 def pixels_wanted(plan: HostPlan, mode: str, concurrent_ctas: int, two_pixel_max_imbalance: float,
-                  two_pixel_chunked_max: float) -> int:
+                  two_pixel_chunked_max: float, two_pixel_many_items_max: Optional[float] = None,
+                  many_items_per_cta: int = constants.TWO_PIXEL_MANY_ITEMS_PER_CTA) -> int:
     """kernels/plan.cu finish_schedule's rule for the pixels per thread of the next frames: two where the longest
     unit is at most the variant's bound x N_total / K: the heaviest item where nothing is chunked (bound
-    two_pixel_max_imbalance), max(N_1 / k, N_{h+1}) where auto chunks (two_pixel_chunked_max); the forced modes
-    keep one pixel in a chunked frame."""
+    two_pixel_max_imbalance, or two_pixel_many_items_max where the frame has at least many_items_per_cta non-empty
+    items per CTA; None: the same bound), max(N_1 / k, N_{h+1}) where auto chunks (two_pixel_chunked_max); the
+    forced modes keep one pixel in a chunked frame."""
     h, k = plan.choice.chunked_tiles, plan.choice.chunk_count
     n1 = float(plan.max_cost)
     if h == 0:
-        longest, bound = n1, two_pixel_max_imbalance
+        many_items = two_pixel_many_items_max is not None and plan.nonempty >= many_items_per_cta * concurrent_ctas
+        longest, bound = n1, (two_pixel_many_items_max if many_items else two_pixel_max_imbalance)
     else:
         next_cost = float(plan.sorted_costs[h]) if h < plan.nonempty else 0.0
         longest, bound = max(n1 / k, next_cost), (two_pixel_chunked_max if mode == "auto" else 0.0)

@@ -271,6 +271,7 @@ class Rasterizer:
         self.two_pixels = two_pixels_possible(variant, tile_size, channels)
         self.two_pixel_max_imbalance = variant.two_pixel_max_imbalance(channels)  # the plan's rule for asking
         self.two_pixel_chunked_max = variant.two_pixel_chunked_max(channels)  # ... and in a chunked frame
+        self.two_pixel_many_items_max = variant.two_pixel_many_items_max(channels)  # ... in one of many items per CTA
         names = variant.kernel_names(channels, self.max_threads)
         exports = variant.export_line(channels, self.max_threads)
         if self.two_pixels:
@@ -407,6 +408,8 @@ class Rasterizer:
             p.max_chunked_tiles = config.max_chunked_tiles
             p.concurrent_ctas, p.two_pixel_max_imbalance = self.concurrent_ctas, self.two_pixel_max_imbalance
             p.two_pixel_chunked_max = self.two_pixel_chunked_max
+            p.two_pixel_many_items_max = self.two_pixel_many_items_max
+            p.two_pixel_many_items = constants.TWO_PIXEL_MANY_ITEMS_PER_CTA
             p.num_chunk_counts = len(config.chunk_counts)
             for i, k in enumerate(config.chunk_counts):
                 p.chunk_counts[i] = k

@@ -37,6 +37,7 @@ struct PlanArgs {
     double chunked_cost_floor;  // auto chunks only items whose cost is above this multiple of N_total / K
     double two_pixel_max_imbalance;  // two pixels per thread where the longest item is at most this x N_total / K
     double two_pixel_chunked_max;    // ... and in a chunked frame where the longest unit left is at most this x it
+    double two_pixel_many_items_max;  // ... or this in an unchunked frame of many items per CTA (below)
     int num_items;
     int n_isects;
     int mode;
@@ -47,6 +48,7 @@ struct PlanArgs {
     int num_chunk_counts;
     int frame_index;
     int two_pixels;  // 0: the variant has no two-pixel kernel; 1 or 2: pixels per thread of this frame
+    int two_pixel_many_items;  // non-empty items per CTA from which two_pixel_many_items_max applies
     int chunk_counts[LPT_MAX_CHUNK_COUNTS];
 };
 
@@ -202,13 +204,15 @@ __device__ inline Forced forced_choice(const PlanArgs& p, int nonempty) {
 }
 
 // The schedule words of the chosen (h, k), by one thread; next: N_{h+1}, the cost of the heaviest item left unchunked.
-__device__ inline void finish_schedule(const PlanArgs& p, int h, int k, int wanted, double total, double n1, double next,
-                                       double lpt_cost) {
+__device__ inline void finish_schedule(const PlanArgs& p, int h, int k, int wanted, int nonempty, double total,
+                                       double n1, double next, double lpt_cost) {
     // what later frames of this size should run with: two pixels per thread where the longest unit is light against
-    // the frame's mean work per CTA: the heaviest item where nothing is chunked, max(N_1 / k, N_{h+1}) where auto
-    // chunks (the forced modes keep one pixel in a chunked frame)
+    // the frame's mean work per CTA: the heaviest item where nothing is chunked (a higher bound in a frame of many
+    // items per CTA), max(N_1 / k, N_{h+1}) where auto chunks (the forced modes keep one pixel in a chunked frame)
     const double longest = h == 0 ? n1 : fmax(__ddiv_rn(n1, (double)k), next);
-    const double bound = h == 0 ? p.two_pixel_max_imbalance : p.mode == LPT_MODE_AUTO ? p.two_pixel_chunked_max : 0.0;
+    const bool many_items = (long long)nonempty >= (long long)p.two_pixel_many_items * p.concurrent_ctas;
+    const double unchunked_bound = many_items ? p.two_pixel_many_items_max : p.two_pixel_max_imbalance;
+    const double bound = h == 0 ? unchunked_bound : p.mode == LPT_MODE_AUTO ? p.two_pixel_chunked_max : 0.0;
     const bool light = __dmul_rn(longest, (double)p.concurrent_ctas) <= __dmul_rn(bound, total);
     p.schedule[LPT_WORD_PIXELS_WANTED] = p.two_pixels != 0 && light ? 2 : 1;
     p.schedule[LPT_WORD_PIXELS_PER_THREAD] = p.two_pixels == 2 ? 2 : 1;
@@ -342,7 +346,8 @@ __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* hea
         p.chunk_depth[i] = 0x7fffffff;
     }
     if (threadIdx.x == 0)
-        finish_schedule(p, h, k, chosen[2], total, n1, h > 0 && p.mode == LPT_MODE_AUTO ? next_cost(h) : 0.0, lpt_cost);
+        finish_schedule(p, h, k, chosen[2], nonempty, total, n1, h > 0 && p.mode == LPT_MODE_AUTO ? next_cost(h) : 0.0,
+                        lpt_cost);
 }
 
 }  // namespace lpt
@@ -745,7 +750,7 @@ __device__ void plan_in_cluster(const PlanArgs& p) {
             // N_{h+1} of auto's choice: from the exact head (its h is below the head, or the head holds every
             // non-empty item); the forced modes do not use it
             const double next = h == 0 || h >= nonempty || forced_mode ? 0.0 : (double)head_costs[h];
-            finish_schedule(p, h, k, chosen[2], total, n1, next, lpt_cost);
+            finish_schedule(p, h, k, chosen[2], nonempty, total, n1, next, lpt_cost);
         }
     }
 

@@ -131,7 +131,8 @@ def test_plan_kernels_match_the_torch_oracle(seed, path, monkeypatch, own_stream
         # what the next frames run with: two pixels per thread where the longest unit is light
         assert report["pixels_wanted"] == pixels_wanted(oracle, mode_config.mode, rasterizer.concurrent_ctas,
                                                         rasterizer.two_pixel_max_imbalance,
-                                                        rasterizer.two_pixel_chunked_max), mode_config.mode
+                                                        rasterizer.two_pixel_chunked_max,
+                                                        rasterizer.two_pixel_many_items_max), mode_config.mode
         # warps of rows in the persistent kernel where nothing is chunked and the longest item decides the frame
         latency_bound = report["chunked_tiles"] == 0 and (oracle.max_cost * rasterizer.concurrent_ctas
                                                           > constants.ROWS_MIN_IMBALANCE * oracle.total_cost)

@@ -532,8 +532,10 @@ def test_pixels_per_thread_follow_the_plan(mode, channels):
             colors, alphas, last_ids, plan = ours_forward(frame, LPTConfig(mode=mode))
             report = plan.report()  # waits for this frame: the next call reads what it asked for
             h, k = report["chunked_tiles"], report["chunk_count"]
-            if h == 0:
-                longest, bound = report["max_workload"], variant.two_pixel_max_imbalance(channels)
+            if h == 0:  # (a higher bound in a frame of many non-empty items per CTA)
+                many = report["nonempty_items"] >= constants.TWO_PIXEL_MANY_ITEMS_PER_CTA * report["concurrent_ctas"]
+                bound = (variant.two_pixel_many_items_max if many else variant.two_pixel_max_imbalance)(channels)
+                longest = report["max_workload"]
             else:  # N_{h+1}: the plan's sorted costs (exact in the head, where auto's h lies)
                 next_cost = int(plan.workspace.sorted_costs[h]) if h < report["nonempty_items"] else 0
                 longest = max(report["max_workload"] / k, next_cost)

@@ -306,3 +306,22 @@ def test_pixels_wanted_compares_the_longest_unit_left_with_the_mean_work_per_cta
         assert pixels_wanted(fixed, "auto", K, 100.0, ratio * 1.001) == 2
         assert pixels_wanted(fixed, "auto", K, 100.0, ratio * 0.999) == 1
         assert pixels_wanted(fixed, "fixed", K, 100.0, 100.0) == 1  # (a forced mode)
+
+
+def test_pixels_wanted_takes_the_many_items_bound_from_that_many_nonempty_items_per_cta():
+    """Where nothing is chunked, the bound on the heaviest item is two_pixel_many_items_max once the frame has at
+    least many_items_per_cta non-empty items per CTA (empty items do not count), else two_pixel_max_imbalance."""
+    counts = [9000] + [1000] * 1999 + [0] * 500  # N_total = 2,008,000; 2000 non-empty items
+    offsets, n = offsets_for(counts, (1, 2500, 1))
+    K = 100  # N_total / K = 20080: N_1 is 0.448 of it
+    lpt = plan_schedule(offsets, n, K, LPTConfig(mode="lpt"))
+    assert lpt.nonempty == 2000
+    assert pixels_wanted(lpt, "lpt", K, 0.4, 0.0, 0.5, many_items_per_cta=20) == 2  # 2000 >= 20 K
+    assert pixels_wanted(lpt, "lpt", K, 0.4, 0.0, 0.5, many_items_per_cta=21) == 1  # (2500 items, 2000 non-empty)
+    assert pixels_wanted(lpt, "lpt", K, 0.5, 0.0, 0.4, many_items_per_cta=21) == 2
+    assert pixels_wanted(lpt, "lpt", K, 0.5, 0.0, 0.4, many_items_per_cta=20) == 1
+    assert pixels_wanted(lpt, "lpt", K, 0.4, 0.0) == 1  # (no many-items bound: the one bound)
+    # a chunked frame keeps its own bound whatever the items per CTA
+    fixed = plan_schedule(offsets, n, K, LPTConfig(mode="fixed", heavy_ratio=0.0005, chunk_count=8))
+    assert fixed.choice.chunked_tiles == 1
+    assert pixels_wanted(fixed, "auto", K, 100.0, 0.01, 100.0, many_items_per_cta=1) == 1

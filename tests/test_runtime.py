@@ -96,6 +96,10 @@ def test_the_two_pixel_bound_is_the_variants():
     assert gaussians.two_pixel_max_imbalance(3) == gaussians.two_pixel_max_imbalance(4) == 1.4
     assert gaussians.two_pixel_max_imbalance(8) == gaussians.two_pixel_max_imbalance(16) == 0.5
     assert surfels.two_pixel_max_imbalance(4) == surfels.two_pixel_max_imbalance(8) == 0.25
+    # in a frame of at least 20 non-empty items per CTA: 1.6 for 3DGS colours, the same bounds otherwise
+    assert constants.TWO_PIXEL_MANY_ITEMS_PER_CTA == 20
+    assert gaussians.two_pixel_many_items_max(3) == gaussians.two_pixel_many_items_max(4) == 1.6
+    assert gaussians.two_pixel_many_items_max(8) == 0.5 and surfels.two_pixel_many_items_max(8) == 0.25
     # in chunked frames: 3DGS colours only
     assert gaussians.two_pixel_chunked_max(3) == gaussians.two_pixel_chunked_max(4) == 0.28
     assert gaussians.two_pixel_chunked_max(8) == surfels.two_pixel_chunked_max(4) == 0.0

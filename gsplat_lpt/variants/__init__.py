@@ -44,6 +44,8 @@ class Variant:
     # at most two_pixel_max_imbalance(channels) x N_total / K
     two_pixel_max_channels: int = constants.TWO_PIXEL_MAX_CHANNELS
     two_pixel_max_imbalance: Callable[[int], float] = constants.two_pixel_max_imbalance
+    # ... or this where the frame has at least constants.TWO_PIXEL_MANY_ITEMS_PER_CTA non-empty items per CTA
+    two_pixel_many_items_max: Callable[[int], float] = constants.two_pixel_many_items_max
     # ... and in a chunked frame where the longest unit left, max(N_1 / k, N_{h+1}), is at most this x N_total / K
     two_pixel_chunked_max: Callable[[int], float] = constants.two_pixel_chunked_max
     # warp_shape "auto" in a chunked frame: 8 x 4 blocks in both kernels (else rows). On the H200 rows were 1-5%

@@ -299,6 +299,7 @@ VARIANT = register(Variant(
     pixels_per_thread=2,
     two_pixel_max_channels=TWO_PIXEL_MAX_CHANNELS_2DGS,
     two_pixel_max_imbalance=two_pixel_max_imbalance,
+    two_pixel_many_items_max=two_pixel_max_imbalance,  # (the same bound: 2DGS was not measured by items per CTA)
     two_pixel_chunked_max=no_two_pixels_in_chunked_frames,
 ))
 
