@@ -90,6 +90,32 @@ def test_plan_kernels_apply_the_chunked_cost_floor(path, monkeypatch, own_stream
 
 
 @pytest.mark.parametrize("path", ["cluster", "grid"])
+def test_plan_kernels_raise_the_two_pixel_bound_with_many_items_per_cta(path, monkeypatch, own_stream):
+    """lpt, 3DGS colours: a frame whose heaviest item is 1.5 times the mean work per CTA (between the two bounds, 1.4
+    and 1.6) asks for two pixels per thread where it has at least constants.TWO_PIXEL_MANY_ITEMS_PER_CTA non-empty
+    items per CTA, and for one where it has fewer; the oracle agrees, on both plan paths."""
+    rasterizer = plan_rasterizer(path, monkeypatch)
+    if not rasterizer.two_pixels:
+        pytest.skip("no two-pixel kernel on this GPU")
+    K, many = rasterizer.concurrent_ctas, constants.TWO_PIXEL_MANY_ITEMS_PER_CTA
+    assert rasterizer.two_pixel_max_imbalance < 1.5 < rasterizer.two_pixel_many_items_max
+    config = LPTConfig(mode="lpt", saturation_feedback=False)
+    for per_cta, wanted in ((many + 5, 2), (many - 8, 1)):
+        items = per_cta * K
+        counts = torch.full((items,), 100, dtype=torch.int32)
+        counts[items // 2] = int(150 * (items - 1) / (K - 1.5))  # N_1 K / N_total = 1.5 (rounded down)
+        offsets, total = counts_offsets(counts)
+        inter = runtime.Intersections(offsets.cuda(), torch.zeros(total, dtype=torch.int32, device="cuda"), None, 1,
+                                      items, 1, 1, items, 1, 1)
+        report = rasterizer.plan(inter, config).report()
+        assert 1.45 < report["imbalance"] <= 1.5 and report["nonempty_items"] == items
+        assert report["pixels_wanted"] == wanted, per_cta
+        oracle = plan_schedule(offsets, total, K, config)
+        assert pixels_wanted(oracle, "lpt", K, rasterizer.two_pixel_max_imbalance, rasterizer.two_pixel_chunked_max,
+                             rasterizer.two_pixel_many_items_max) == wanted
+
+
+@pytest.mark.parametrize("path", ["cluster", "grid"])
 @pytest.mark.parametrize("seed", range(14))
 def test_plan_kernels_match_the_torch_oracle(seed, path, monkeypatch, own_stream):
     g = torch.Generator().manual_seed(seed)
