@@ -277,10 +277,17 @@ class Rasterizer:
         if self.two_pixels:
             names += variant.kernel_names(channels, self.max_threads // 2, 2)[:1]
             exports += variant.export_line(channels, self.max_threads // 2, 2)
-        kernels = compile_kernels(variant.kernel_source, names, variant.kernel_structs(), variant.extra_checks() + exports,
-                                  device_index, variant.compile_backend, variant.compile_options())
-        self.persistent, self.chunk = kernels[:2]
-        self.persistent_two = kernels[2] if self.two_pixels else None
+        if variant.no_last_ids_kernel:  # the persistent kernels' builds that keep no last_ids
+            names += (variant.no_last_ids_kernel_name(channels, self.max_threads),)
+            if self.two_pixels:
+                names += (variant.no_last_ids_kernel_name(channels, self.max_threads // 2, 2),)
+        kernels = list(compile_kernels(variant.kernel_source, names, variant.kernel_structs(),
+                                       variant.extra_checks() + exports, device_index, variant.compile_backend,
+                                       variant.compile_options()))
+        self.persistent, self.chunk = kernels.pop(0), kernels.pop(0)
+        self.persistent_two = kernels.pop(0) if self.two_pixels else None
+        self.persistent_no_last_ids = kernels.pop(0) if variant.no_last_ids_kernel else None
+        self.persistent_two_no_last_ids = kernels.pop(0) if variant.no_last_ids_kernel and self.two_pixels else None
         self.plan_costs, self.plan_order, cluster = plan_kernels(device_index)
         self._plan_costs, self._plan_order = self.plan_costs.kernel.ptr, self.plan_order.kernel.ptr
         # the one-launch plan: (largest frame in items, kernel); none without clusters (or should the build not
@@ -296,7 +303,8 @@ class Rasterizer:
                 f"the {variant.name} kernels need {self.shared_bytes} bytes of shared memory per CTA at tile size "
                 f"{tile_size}; this GPU allows {limit}: use a smaller tile_size")
         if self.shared_bytes > 48 * 1024:
-            for kernel in (self.persistent, self.chunk, self.persistent_two):
+            for kernel in (self.persistent, self.chunk, self.persistent_two, self.persistent_no_last_ids,
+                           self.persistent_two_no_last_ids):
                 if kernel is not None:
                     kernel.max_dynamic_shared_size_bytes = self.shared_bytes
         self.concurrent_ctas = self._concurrent_ctas(self.persistent, self.block)
@@ -314,6 +322,21 @@ class Rasterizer:
             self.lpt_behind_chunks = {1: DependentLaunch(self._persistent, self.block, self.shared_bytes)}
             if self.two_pixels:
                 self.lpt_behind_chunks[2] = DependentLaunch(self._persistent_two, self.block // 2, self.shared_bytes)
+        # The persistent kernel of a frame, by (two pixels per thread, the outputs take last_ids): (kernel, grid bound K,
+        # threads per CTA, its dependent launch behind the chunk kernel or None). A call whose outputs hold no last_ids
+        # pointer runs the build that keeps none, where it holds as many CTAs on the GPU.
+        self._persistent_launches = {}
+        for two in (False, True):
+            if two and not self.two_pixels:
+                continue
+            kernel, ctas, block = ((self._persistent_two, self.concurrent_ctas_two, self.block // 2) if two
+                                   else (self._persistent, self.concurrent_ctas, self.block))
+            behind = self.lpt_behind_chunks and self.lpt_behind_chunks[2 if two else 1]
+            self._persistent_launches[two, True] = self._persistent_launches[two, False] = (kernel, ctas, block, behind)
+            lean = self.persistent_two_no_last_ids if two else self.persistent_no_last_ids
+            if lean is not None and self._concurrent_ctas(lean, block) == ctas:
+                lean_behind = behind and DependentLaunch(lean.kernel.ptr, block, self.shared_bytes)
+                self._persistent_launches[two, False] = (lean.kernel.ptr, ctas, block, lean_behind)
         self.slot_floats = variant.partial_floats(channels) + 1
         # (before compute capability 9.0) the chunk kernel's stream, at a higher priority: where both kernels'
         # CTAs wait for SM room, the scheduler prefers the chunks' (it does not order the launches themselves)
@@ -458,16 +481,14 @@ class Rasterizer:
         arguments = ws.frame_arguments
         arguments[1], arguments[2] = ctypes.addressof(params), ctypes.addressof(outputs)
 
-        two = ws.plan_args.two_pixels == 2
-        if plan.chunk_kernel and plan.config.co_execute and self.lpt_behind_chunks is not None:
+        persistent, ctas, block, behind = self._persistent_launches[ws.plan_args.two_pixels == 2,
+                                                                    bool(getattr(outputs, "last_ids", 1))]
+        if plan.chunk_kernel and plan.config.co_execute and behind is not None:
             # one stream: the chunk kernel, then the LPT kernel, allowed to start as soon as every chunk CTA is
             # resident (each LPT CTA waits for the chunk kernel before it exits)
             _launch(self._chunk, min(self.concurrent_ctas, ws.chunk_units), self.block, self.shared_bytes, main,
                     arguments)
-            if two:
-                self.lpt_behind_chunks[2](min(self.concurrent_ctas_two, inter.num_items), main, arguments)
-            else:
-                self.lpt_behind_chunks[1](min(self.concurrent_ctas, inter.num_items), main, arguments)
+            behind(min(ctas, inter.num_items), main, arguments)
             self._finish(plan)
             return
         if plan.chunk_kernel:
@@ -480,12 +501,7 @@ class Rasterizer:
             grid = min(self.concurrent_ctas, ws.chunk_units)
             # launched first: its CTAs (the heaviest items' chunks) are resident before the LPT kernel's
             _launch(self._chunk, grid, self.block, self.shared_bytes, side, arguments)
-        if two:
-            _launch(self._persistent_two, min(self.concurrent_ctas_two, inter.num_items), self.block // 2,
-                    self.shared_bytes, main, arguments)
-        else:
-            _launch(self._persistent, min(self.concurrent_ctas, inter.num_items), self.block, self.shared_bytes,
-                    main, arguments)
+        _launch(persistent, min(ctas, inter.num_items), block, self.shared_bytes, main, arguments)
         if plan.chunk_kernel and side != main:
             self._cuda_runtime.eventRecord(self._join, side)
             self._cuda_runtime.streamWaitEvent(main, self._join, 0)

@@ -879,7 +879,11 @@ __device__ inline bool launched_with_enough_shared_memory(const FrameArgs& f) {
 
 // Mechanism 1: a persistent grid of K CTAs drains the LPT queue, every work item except the h chunked
 // ones, heaviest predicted cost first. Per-pixel math identical to gsplat's forward kernel.
-template <class V, unsigned CDIM, unsigned P, unsigned MaxThreads>
+// WritesLastIds false: a build for calls that need no last_ids (nothing takes gsplat's backward: the runtime
+// launches it only where Outputs::last_ids is null), so no pixel keeps the index of its last blended Gaussian
+// (3DGS, 3 channels, ptxas sm_90: the two-pixel walk's iteration of two Gaussians 127 -> 121 instructions, the
+// one-pixel walk's of two 113 -> 110). Colours and alphas are the same floats.
+template <class V, unsigned CDIM, unsigned P, unsigned MaxThreads, bool WritesLastIds = true>
 __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Params& params,
                                      const typename V::Outputs& out) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -923,7 +927,8 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
 #pragma unroll
         for (unsigned p = 0; p < P; ++p)
             if (slots[p].inside)
-                pixels[p].acc.write(params, out, slots[p], pixels[p].transmittance(), masked ? -1 : (int)pixels[p].last_index);
+                pixels[p].acc.write(params, out, slots[p], pixels[p].transmittance(),
+                                    masked || !WritesLastIds ? -1 : (int)pixels[p].last_index);
         if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;
         __syncthreads();  // the staged batch and the broadcast word are reused by the next unit
     }
@@ -1215,4 +1220,15 @@ struct ResidentCtas {
         depth_chunk_blend_##SUFFIX##_##CDIM##_##MAX_THREADS##_##PIXELS(                                       \
             const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
         lpt::depth_chunk_blend<VARIANT, CDIM, PIXELS, MAX_THREADS>(frame, params, outputs);                   \
+    }
+
+// ... and the persistent kernel of calls that need no last_ids (lpt_persistent_blend_no_last_ids_<SUFFIX>_...), for
+// variants that have it (gsplat_lpt.variants.Variant.no_last_ids_kernel).
+#define LPT_EXPORT_NO_LAST_IDS_KERNEL(SUFFIX, VARIANT, CDIM, MAX_THREADS, PIXELS)                             \
+    extern "C" __global__ void __launch_bounds__(                                                             \
+        MAX_THREADS, (lpt::ResidentCtas<VARIANT, CDIM, PIXELS, MAX_THREADS>::value))                         \
+        lpt_persistent_blend_no_last_ids_##SUFFIX##_##CDIM##_##MAX_THREADS##_##PIXELS(                        \
+            const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
+        lpt::lpt_persistent_blend<VARIANT, CDIM, PIXELS, MAX_THREADS, false>(frame, params, outputs);         \
+        lpt::wait_for_preceding_grids();                                                                      \
     }

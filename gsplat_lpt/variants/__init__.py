@@ -51,6 +51,10 @@ class Variant:
     # warp_shape "auto" in a chunked frame: 8 x 4 blocks in both kernels (else rows). On the H200 rows were 1-5%
     # faster on every chunked 3DGS frame; 2DGS, whose cull drops 98% of the pairs, took 1.6x as long with rows
     chunked_warp_blocks: bool = True
+    # a second build of each persistent kernel that keeps no last_ids, launched where the call's Outputs struct holds
+    # no last_ids pointer (a call nothing will take gsplat's backward of); the variant's write() must leave last_ids
+    # alone when that pointer is null
+    no_last_ids_kernel: bool = False
 
     @functools.cached_property  # (read on every call)
     def chunks_compose(self) -> bool:
@@ -69,9 +73,16 @@ class Variant:
         return (f"lpt_persistent_blend_{self.name}_{channels}_{max_threads}_{pixels}",
                 f"depth_chunk_blend_{self.name}_{channels}_{max_threads}_{pixels}")
 
+    def no_last_ids_kernel_name(self, channels: int, max_threads: int, pixels: int = 1) -> str:
+        """The extern "C" name of its persistent kernel that keeps no last_ids (where no_last_ids_kernel)."""
+        return f"lpt_persistent_blend_no_last_ids_{self.name}_{channels}_{max_threads}_{pixels}"
+
     def export_line(self, channels: int, max_threads: int, pixels: int = 1) -> str:
-        """The line appended to its source that instantiates those kernels (kernels/lpt_core.cuh)."""
-        return f"LPT_EXPORT_KERNELS({self.name}, {self.traits}, {channels}, {max_threads}, {pixels})\n"
+        """The lines appended to its source that instantiate those kernels (kernels/lpt_core.cuh), with the
+        persistent kernel that keeps no last_ids where the variant has one."""
+        args = f"{self.name}, {self.traits}, {channels}, {max_threads}, {pixels}"
+        line = f"LPT_EXPORT_KERNELS({args})\n"
+        return line + f"LPT_EXPORT_NO_LAST_IDS_KERNEL({args})\n" if self.no_last_ids_kernel else line
 
     def extra_checks(self) -> str:
         return (f'static_assert(sizeof({self.traits}::Staged) == {self.staged_bytes}, '

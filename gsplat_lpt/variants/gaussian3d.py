@@ -319,6 +319,7 @@ VARIANT = register(Variant(
     compile_options=fast_math_options,
     pixels_per_thread=2,
     chunked_warp_blocks=False,
+    no_last_ids_kernel=True,
 ))
 
 # The 3DGS kernels for a slice of a feature map of more than constants.CHANNEL_SLICE channels (Frame3DGS.render

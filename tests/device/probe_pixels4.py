@@ -103,7 +103,7 @@ def main() -> None:
         ours = lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=lpt2)  # noqa: E731
         ours()
         rasterizer = runtime.rasterizer_for(VARIANT, 3, frame["tile_size"], torch.device("cuda", 0))
-        saved = (rasterizer._persistent_two, rasterizer.concurrent_ctas_two, rasterizer.block)
+        saved = dict(rasterizer._persistent_launches)  # (two pixels, last_ids) -> (kernel, K, threads, dependent)
         variants = {"gsplat": call_ref, "lpt-2px": on_stream(torch.cuda.Stream(), ours)}
         facts = {}
         for resident in args.resident:
@@ -114,11 +114,12 @@ def main() -> None:
                 stream = torch.cuda.Stream()
 
                 def call(kernel=kernel, k4=k4, shape=shape, stream=stream):
-                    rasterizer._persistent_two, rasterizer.concurrent_ctas_two, rasterizer.block = kernel.kernel.ptr, k4, 128
+                    for last_ids in (True, False):  # the four-pixel kernel of 64 threads where two pixels run
+                        rasterizer._persistent_launches[True, last_ids] = (kernel.kernel.ptr, k4, 64, None)
                     try:
                         return gsplat_lpt.rasterize_to_pixels(**frame, config=lpt2)
                     finally:
-                        rasterizer._persistent_two, rasterizer.concurrent_ctas_two, rasterizer.block = saved
+                        rasterizer._persistent_launches.update(saved)
 
                 def call_shaped(call=call, shape=shape, stream=stream):
                     workspace = rasterizer.workspace(stream)
