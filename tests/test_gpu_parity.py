@@ -94,15 +94,17 @@ def gsplat_forward(frame, **extra):
         frame["image_height"], frame["tile_size"], frame["isect_offsets"], frame["flatten_ids"])
 
 
-def ours_forward(frame, config, **extra):
-    """Our kernels' outputs including last_ids and the plan (the low-level entry of the 3DGS front end)."""
+def ours_forward(frame, config, with_last_ids=True, **extra):
+    """Our kernels' outputs including last_ids and the plan (the low-level entry of the 3DGS front end). Without
+    with_last_ids, as an inference call renders (no last_ids: the persistent kernels that keep none), last_ids is
+    None."""
     from gsplat_lpt.variants.gaussian3d import Frame3DGS
 
     ours = Frame3DGS(frame["means2d"], frame["conics"], frame["colors"], frame["opacities"], extra.get("backgrounds"),
                      extra.get("masks"), frame["image_width"], frame["image_height"], frame["tile_size"],
                      frame["isect_offsets"], frame["flatten_ids"], False)
-    colors, alphas, last_ids, plan = ours.render(config)
-    return colors, alphas, last_ids.reshape(alphas.shape[:-1]), plan
+    colors, alphas, last_ids, plan = ours.render(config, with_last_ids=with_last_ids)
+    return colors, alphas, None if last_ids is None else last_ids.reshape(alphas.shape[:-1]), plan
 
 
 CASES = [
@@ -132,14 +134,17 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("with_background", [False, True])
 @pytest.mark.parametrize("pixels_per_thread", [0, 1, 2], ids=["default-pixels", "one-pixel", "two-pixel"])
-def test_lpt_matches_gsplat_exactly(case, with_background, pixels_per_thread):
+@pytest.mark.parametrize("with_last_ids", [True, False], ids=["last-ids", "no-last-ids"])
+def test_lpt_matches_gsplat_exactly(case, with_background, pixels_per_thread, with_last_ids):
+    """Colours, alphas and last_ids bit for bit gsplat's; without last_ids (an inference call: the persistent
+    kernels that keep none) the same colours and alphas."""
     name, n, C, W, H, tile_size, channels, cluster = case
     gaussians = random_gaussians(n, seed=len(name) + 7 * C, cluster=cluster)
     frame = project(*gaussians, *cameras(C, W, H), W, H, tile_size, channels, seed=n)
     extra = {"backgrounds": torch.rand(C, channels, device="cuda")} if with_background else {}
     ref_colors, ref_alphas, ref_last = gsplat_forward(frame, **extra)
     colors, alphas, last_ids, plan = ours_forward(frame, LPTConfig(mode="lpt", pixels_per_thread=pixels_per_thread),
-                                                  **extra)
+                                                  with_last_ids, **extra)
     report = plan.report()
     assert report["chunked_tiles"] == 0
     if channels > constants.CHANNEL_SLICE:
@@ -148,7 +153,37 @@ def test_lpt_matches_gsplat_exactly(case, with_background, pixels_per_thread):
         expected = "3dgs_padded_rows" if channels % 4 and channels > 4 else "3dgs"
     assert report["variant"] == expected
     assert torch.equal(colors, ref_colors) and torch.equal(alphas, ref_alphas)
-    assert torch.equal(last_ids, ref_last)
+    if with_last_ids:
+        assert torch.equal(last_ids, ref_last)
+    else:
+        assert last_ids is None
+
+
+@pytest.mark.parametrize("pixels_per_thread", [1, 2])
+@pytest.mark.parametrize("mode", ["lpt", "fixed"])
+def test_kernels_without_last_ids_render_the_same_floats(pixels_per_thread, mode):
+    """A call that needs no last_ids runs the persistent kernels' builds that keep none (kept on this GPU: as many
+    CTAs resident), unchunked and beside the chunk kernel; every colour and alpha is the one the kernels with
+    last_ids render, which in mode "lpt" is gsplat's."""
+    from gsplat_lpt.runtime import rasterizer_for
+    from gsplat_lpt.variants import VARIANTS
+
+    frame = project(*random_gaussians(4000, seed=17, cluster=20000), *cameras(2, 256, 160), 256, 160, 16, 3, seed=2)
+    config = LPTConfig(mode=mode, pixels_per_thread=pixels_per_thread, heavy_ratio=0.01, chunk_count=8,
+                       saturation_feedback=False)
+    with_ids = ours_forward(frame, config, True)
+    without = ours_forward(frame, config, False)
+    assert without[2] is None
+    assert torch.equal(with_ids[0], without[0]) and torch.equal(with_ids[1], without[1])
+    report = without[3].report()
+    assert report["pixels_per_thread"] == pixels_per_thread
+    assert (report["chunked_tiles"] > 0) == (mode == "fixed")
+    rasterizer = rasterizer_for(VARIANTS["rasterize_to_pixels"], 3, 16, frame["means2d"].device)
+    two = pixels_per_thread == 2
+    assert rasterizer._persistent_launches[two, False][0] != rasterizer._persistent_launches[two, True][0]
+    if mode == "lpt":
+        ref_colors, ref_alphas, _ = gsplat_forward(frame)
+        assert torch.equal(without[0], ref_colors) and torch.equal(without[1], ref_alphas)
 
 
 @pytest.mark.parametrize("pixels_per_thread", [1, 2])
