@@ -56,15 +56,20 @@ DEFAULT_IMBALANCE_BETA = 2.0
 # sigma N_1 (1 - min_gain) <= N_total / K: the policy leaves it to LPT. (On the garden every chunked schedule
 # of a (rho, k) grid was 0-7% slower than LPT alone; the mild frame gained 28%.)
 DEFAULT_HEAVY_ITEM_PACE = 0.7
-# The lightest item "auto" may chunk, as a multiple of the mean work per CTA (N_total / K); 0: Eq. (6) alone
-# chooses h. An item no heavier than that mean, started first by LPT, should end within the balance bound, and
-# Eq. (6) (beta = 2) goes on chunking such items while N_{h+1} falls: about 50 tiles on the mild and mixed ladder
-# frames, where chunking their 8 heaviest measured 2.6-3.6% faster. With the floor at 1.0, timed beside 0 in one
-# run on one H200 (GPU time): mild 1.0%, moderate 0.9%, foliage 1.4%, rig and street 0.5% faster (20-27 tiles
-# chunked instead of 35-52), severe and extreme unchanged (their picks were already above the mean), but the
-# mixed frame, whose heavy tiles saturate late, 1.6% slower with picks that moved between (22-25, 2-4). The
-# default stays at 0 (the policy as calibrated); set 1.0 for frames like the former.
-DEFAULT_CHUNKED_COST_FLOOR = 0.0
+# The lightest item "auto" may chunk, as a multiple of the mean work per CTA that the chunked items leave to the
+# LPT queue, (N_total - N_1 - ... - N_h) / K; 0: Eq. (6) alone chooses h. LPT starts its heaviest item first, and at
+# its pace sigma an item of up to 1 / sigma times that mean ends within the LPT queue's balance bound, so chunking it
+# buys nothing and costs its chunks' overhead. Eq. (6) (beta = 2) goes on chunking such items while N_{h+1} falls:
+# 50-67 tiles on the mild and mixed ladder frames, whose heaviest 6-16 chunked were the fastest schedules of a dense
+# (h, k) grid (2-4% faster; examples/results/bench_core_dense_grid_h200.json). A floor against N_total / K, as this
+# constant first was, left tiles unchunked on the frames whose heavy tiles take a large share of the work (street,
+# severe, extreme, veil: 6-19% slower at 1.43): there the chunks take the SMs first and the LPT queue's items share
+# what is left, which the mean of the work left to LPT measures and N_total / K does not. A candidate below the floor
+# stays in the search where its longest unit left lets the LPT kernel run two pixels per thread (the 6-camera rig at
+# (32, 32) took 11% less time than at the (12, 8) the floor alone allowed). One H200 (README, "The floor measured
+# against the work left to LPT"): every imbalanced ladder frame within 1.5% of the best fixed schedule (mixed 1.011,
+# mild 1.015, veil 1.013), where Eq. (6) alone had mixed at 1.041.
+DEFAULT_CHUNKED_COST_FLOOR = 1.0 / DEFAULT_HEAVY_ITEM_PACE
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,8 @@ class LPTConfig:
     heavy_item_pace: float = DEFAULT_HEAVY_ITEM_PACE  # sigma: the heaviest item's time per unit of cost, against
     # the mean CTA's; frames with sigma N_1 (1 - min_gain) <= N_total / K are left to LPT alone
     chunked_cost_floor: float = DEFAULT_CHUNKED_COST_FLOOR  # "auto" chunks only items whose predicted cost is
-    # above this multiple of the mean work per CTA, N_total / K (0, the default: every h up to max_chunked_tiles)
+    # above this multiple of the mean work per CTA they leave to LPT (1 / sigma by default; 0: every h up to
+    # max_chunked_tiles, as Eq. (6) alone)
     chunk_counts: Tuple[int, ...] = DEFAULT_CHUNK_COUNTS  # candidate k for "auto"
     max_chunked_tiles: int = 255  # upper bound on h searched by "auto" (the plan sorts about that many items exactly)
     max_chunks: int = 4096  # upper bound on h * k: the partial buffers never hold more chunks

@@ -119,12 +119,15 @@ def no_gain_possible(total: float, n1: float, concurrent_ctas: int, config: LPTC
 
 def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, config: LPTConfig,
                     head: Optional[int] = None, nonempty: Optional[int] = None,
-                    capacity: Optional[int] = None) -> ChunkingChoice:
+                    capacity: Optional[int] = None, two_pixel_chunked_max: float = 0.0) -> ChunkingChoice:
     """The policy of Sec. 4.4: search k in config.chunk_counts and h from 1 up; chunk only if the best
     cost is at least `min_gain` below LPT-only. `sorted_head`: the heaviest costs, descending, exact for
     the first `head` (default: all the positive ones, taken to be every non-empty item). h is searched up to
     max_chunked_tiles, and up to head - 1 unless the head holds every non-empty item (then N_{h+1} = 0
-    past it); h k never exceeds `capacity` (the partial buffers)."""
+    past it); h k never exceeds `capacity` (the partial buffers). A candidate whose lightest chunked item is
+    below the floor stays in the search where its longest unit left is at most two_pixel_chunked_max x N_total / K
+    (the variant's bound for two pixels per thread in a chunked frame; 0: no two-pixel kernel): chunking that deep
+    lets the LPT kernel run two pixels per thread, a gain Eq. (6) does not price."""
     costs = sorted_head.to(torch.float64)
     positive = int((costs > 0).sum())
     head = positive if head is None else head
@@ -138,16 +141,19 @@ def choose_chunking(sorted_head: Tensor, total: float, concurrent_ctas: int, con
     h = torch.arange(1, last_h + 1)
     padded = torch.cat([costs, costs.new_zeros(last_h + 1)])
     next_cost = padded[h]  # N_{h+1}: zero past the non-empty items
-    # the lightest chunked item, N_h, is above config.chunked_cost_floor times the mean work per CTA
-    above_floor = padded[h - 1] > config.chunked_cost_floor * (total / concurrent_ctas)
-    if not bool(above_floor.any()):
-        return ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
+    # the lightest chunked item, N_h, is above config.chunked_cost_floor times the mean work per CTA that the h
+    # heaviest items leave to the LPT queue, (N_total - N_1 - ... - N_h) / K (the GPU's prefix sum is exact)
+    chunked = torch.cumsum(padded[:last_h], 0)
+    above_floor = (padded[h - 1] > config.chunked_cost_floor * ((total - chunked) / concurrent_ctas)
+                   if config.chunked_cost_floor > 0 else torch.ones(last_h, dtype=torch.bool))
     limit = math.inf if capacity is None else capacity
     best: Optional[Tuple[float, int, int]] = None  # (cost, k index, h): lexicographic, as the GPU breaks ties
     unbounded: Optional[Tuple[float, int, int]] = None
     for ki, k in enumerate(config.chunk_counts):
         values = modelled_cost(total, n1, next_cost, h, k, concurrent_ctas, config.overhead_lambda, config.imbalance_beta)
-        values = torch.where(above_floor, values, torch.full_like(values, math.inf))
+        longest = torch.maximum(torch.full_like(next_cost, n1 / k), next_cost)
+        two_pixels = (longest * concurrent_ctas <= two_pixel_chunked_max * total) if two_pixel_chunked_max > 0 else False
+        values = torch.where(above_floor | two_pixels, values, torch.full_like(values, math.inf))
         i = int(torch.argmin(values))
         if unbounded is None or float(values[i]) < unbounded[0]:
             unbounded = (float(values[i]), ki, i + 1)
@@ -206,8 +212,10 @@ def pixels_wanted(plan: HostPlan, mode: str, concurrent_ctas: int, two_pixel_max
 
 def plan_schedule(isect_offsets: Tensor, n_isects: int, concurrent_ctas: int, config: LPTConfig,
                   masks: Optional[Tensor] = None, previous_depth: Optional[Tensor] = None,
-                  capacity: Optional[int] = None, mode: Optional[str] = None) -> HostPlan:
-    """The whole plan of one frame as the GPU computes it (mode: config.mode unless given)."""
+                  capacity: Optional[int] = None, mode: Optional[str] = None,
+                  two_pixel_chunked_max: float = 0.0) -> HostPlan:
+    """The whole plan of one frame as the GPU computes it (mode: config.mode unless given; two_pixel_chunked_max:
+    the rasterizer's bound where it has a two-pixel kernel, else 0, as in choose_chunking)."""
     mode = mode or config.mode
     offsets = isect_offsets.reshape(-1)
     workloads = tile_workloads(offsets, n_isects, masks)
@@ -230,7 +238,7 @@ def plan_schedule(isect_offsets: Tensor, n_isects: int, concurrent_ctas: int, co
             choice = ChunkingChoice(0, 1, lpt_cost, lpt_cost, 0)
         else:
             choice = choose_chunking(sorted_costs[: head + 1], float(total_cost), K, config, head=head,
-                                     nonempty=nonempty, capacity=capacity)
+                                     nonempty=nonempty, capacity=capacity, two_pixel_chunked_max=two_pixel_chunked_max)
     else:  # "chunk" / "fixed": h and k given
         h = nonempty if mode == "chunk" else min(nonempty, math.ceil(config.heavy_ratio * nonempty))
         k = config.chunk_count

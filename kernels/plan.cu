@@ -34,7 +34,7 @@ struct PlanArgs {
     double min_gain;
     double heavy_item_pace;  // sigma: the heaviest item's time per unit of cost, against the mean CTA's
     double heavy_ratio;
-    double chunked_cost_floor;  // auto chunks only items whose cost is above this multiple of N_total / K
+    double chunked_cost_floor;  // auto chunks only items above this multiple of the work per CTA they leave to LPT
     double two_pixel_max_imbalance;  // two pixels per thread where the longest item is at most this x N_total / K
     double two_pixel_chunked_max;    // ... and in a chunked frame where the longest unit left is at most this x it
     double two_pixel_many_items_max;  // ... or this in an unchunked frame of many items per CTA (below)
@@ -236,6 +236,31 @@ __device__ __forceinline__ void keep_better(double& cost, int& tie, double other
     }
 }
 
+// Block-wide inclusive prefix sum of one value per thread (every thread of the CTA calls it); `sums` holds 32
+// words of shared memory; `all` gets the CTA's total.
+__device__ inline long long block_inclusive_sum(long long value, long long* sums, long long& all) {
+    const int lane = (int)(threadIdx.x & 31), warp = (int)(threadIdx.x >> 5), warps = (int)(blockDim.x >> 5);
+    for (int offset = 1; offset < 32; offset <<= 1) {
+        const long long other = __shfl_up_sync(0xffffffffu, value, offset);
+        if (lane >= offset) value += other;
+    }
+    if (lane == 31) sums[warp] = value;
+    __syncthreads();
+    if (warp == 0) {
+        long long sum = lane < warps ? sums[lane] : 0;
+        for (int offset = 1; offset < 32; offset <<= 1) {
+            const long long other = __shfl_up_sync(0xffffffffu, sum, offset);
+            if (lane >= offset) sum += other;
+        }
+        if (lane < warps) sums[lane] = sum;
+    }
+    __syncthreads();
+    value += warp > 0 ? sums[warp - 1] : 0;
+    all = sums[warps - 1];
+    __syncthreads();  // (sums is free for the next call)
+    return value;
+}
+
 // The auto policy's search, for both plan paths (plan_order's last CTA, plan_cluster's CTA 0), by every thread
 // of the CTA: each thread models the candidates (h, k) of its h, every k, with the same rounded operations as
 // modelled_cost (N_1 / k and lambda k / K once per k: no division per candidate), then two block-wide minima
@@ -254,20 +279,40 @@ __device__ void choose_auto(const PlanArgs& p, HeadCost head_cost, int head, int
         longest_of_k[threadIdx.x] = __ddiv_rn(n1, (double)p.chunk_counts[threadIdx.x]);
         step_of_k[threadIdx.x] = overhead_step(p, p.chunk_counts[threadIdx.x]);
     }
+    __shared__ long long scan_sums[32];
     const int last_h = min(p.max_chunked_tiles, head == nonempty ? head : head - 1);
     const double total_per_cta = __ddiv_rn(total, (double)p.concurrent_ctas);
-    // the lightest chunked item, N_h, must be above chunked_cost_floor times the mean work per CTA
-    const double floor_cost = __dmul_rn(p.chunked_cost_floor, total_per_cta);
+    const bool floored = p.chunked_cost_floor > 0.0;  // (the same in every thread)
+    // the two-pixel bound of a chunked frame, x N_total (-1 without a two-pixel kernel: no unit is that short)
+    const double two_pixel_total = p.two_pixels != 0 ? __dmul_rn(p.two_pixel_chunked_max, total) : -1.0;
     double best = lpt_cost, unbounded = lpt_cost;  // h = 0 (LPT only) wins ties against every candidate
     int best_tie = 0, unbounded_tie = 0;
+    long long chunked_before = 0;  // the costs of the items before this pass's
     __syncthreads();
-    // a thread per h, every k in turn (k's index is the same across the warp: its words are broadcast)
-    for (int h = (int)threadIdx.x + 1; h <= last_h; h += (int)blockDim.x) {
-        if (!((double)head_cost(h - 1) > floor_cost)) continue;  // (exact: h - 1 < head)
+    // a thread per h, every k in turn (k's index is the same across the warp: its words are broadcast); every
+    // thread takes every pass (the floor's prefix sum synchronizes the CTA)
+    for (int first = 1; first <= last_h; first += (int)blockDim.x) {
+        const int h = first + (int)threadIdx.x;
+        const int cost_h = h <= last_h ? head_cost(h - 1) : 0;  // N_h (exact: h - 1 < head)
+        bool below_floor = false;
+        if (floored) {
+            // the lightest chunked item, N_h, must be above chunked_cost_floor times the mean work per CTA that
+            // the h heaviest items leave to the LPT queue, (N_total - N_1 - ... - N_h) / K
+            long long pass = 0;
+            const long long chunked = chunked_before + block_inclusive_sum(cost_h, scan_sums, pass);
+            chunked_before += pass;
+            const double left_per_cta = __ddiv_rn(__dsub_rn(total, (double)chunked), (double)p.concurrent_ctas);
+            below_floor = !((double)cost_h > __dmul_rn(p.chunked_cost_floor, left_per_cta));
+        }
+        if (h > last_h) continue;
         const double next = h < head ? (double)head_cost(h) : 0.0;  // N_{h+1}; zero past the non-empty items
         for (int ki = 0; ki < counts; ++ki) {
             const int k = p.chunk_counts[ki];
-            const double cost = eq6_cost(p, total_per_cta, step_of_k[ki], fmax(longest_of_k[ki], next), h);
+            const double longest = fmax(longest_of_k[ki], next);
+            // below the floor, a candidate stays where its longest unit left lets the LPT kernel run two pixels per
+            // thread (finish_schedule's test), a gain Eq. (6) does not price
+            if (below_floor && !(__dmul_rn(longest, (double)p.concurrent_ctas) <= two_pixel_total)) continue;
+            const double cost = eq6_cost(p, total_per_cta, step_of_k[ki], longest, h);
             const int tie = ki * 4096 + h;
             keep_better(unbounded, unbounded_tie, cost, tie);
             if ((long long)h * k <= p.chunk_unit_capacity) keep_better(best, best_tie, cost, tie);

@@ -50,6 +50,12 @@ def plan_rasterizer(path, monkeypatch):
     return rasterizer
 
 
+def oracle_two_pixel_chunked_max(rasterizer):
+    """What the plan kernels use as the two-pixel bound of a chunked frame: the rasterizer's, where it has a
+    two-pixel kernel."""
+    return rasterizer.two_pixel_chunked_max if rasterizer.two_pixels else 0.0
+
+
 @pytest.fixture
 def own_stream():
     """A stream of the test's own, hence a fresh workspace of the cached rasterizer: what earlier tests' frames left
@@ -62,9 +68,9 @@ def own_stream():
 
 @pytest.mark.parametrize("path", ["cluster", "grid"])
 def test_plan_kernels_apply_the_chunked_cost_floor(path, monkeypatch, own_stream):
-    """A mild frame (a few dozen items somewhat above the mean work per CTA): Eq. (6) alone (the floor at 0, the
-    default) chunks items at or below the mean, the floor at 1 does not; the GPU's choice is the oracle's with
-    and without it, on both plan paths."""
+    """A mild frame (a few dozen items somewhat above the mean work per CTA): Eq. (6) alone (the floor at 0) chunks
+    items at or below the mean work per CTA they leave to LPT, the floor at 1 does not; the GPU's choice is the
+    oracle's with and without it, on both plan paths."""
     g = torch.Generator().manual_seed(5)
     counts = (250 * torch.exp(0.3 * torch.randn(8160, generator=g))).to(torch.int32)
     counts[:60] = (torch.linspace(5000, 1800, 60)).to(torch.int32)
@@ -74,19 +80,23 @@ def test_plan_kernels_apply_the_chunked_cost_floor(path, monkeypatch, own_stream
                                   8160, 1, 1, 8160, 1, 1)
     K = rasterizer.concurrent_ctas
     choices = []
-    floored = LPTConfig(saturation_feedback=False, chunked_cost_floor=1.0)
+    # (h <= 50: deeper, the longest unit left would let the LPT kernel run two pixels, which the floor lets be)
+    floored = LPTConfig(saturation_feedback=False, chunked_cost_floor=1.0, max_chunked_tiles=50)
     for config in (floored, floored.replace(chunked_cost_floor=0.0)):
         report = rasterizer.plan(inter, config).report()
         oracle = plan_schedule(offsets, total, K, config, capacity=rasterizer.workspace(
-            runtime.current_stream_handle(torch.cuda.current_device())).chunk_units)
+            runtime.current_stream_handle(torch.cuda.current_device())).chunk_units,
+            two_pixel_chunked_max=oracle_two_pixel_chunked_max(rasterizer))
         assert (report["chunked_tiles"], report["chunk_count"]) == (oracle.choice.chunked_tiles,
                                                                     oracle.choice.chunk_count)
         assert report["predicted_cost"] == oracle.choice.predicted_cost
         choices.append(oracle.choice.chunked_tiles)
     floored, unfloored = choices
-    mean = total / K
+    ordered = counts.sort(descending=True).values
+    left = (total - int(ordered[:floored].sum())) / K  # the work per CTA the chunked items leave to LPT
     assert 0 < floored < unfloored  # the floor took items off the search
-    assert float(counts.sort(descending=True).values[floored - 1]) > mean
+    assert float(ordered[floored - 1]) > left
+    assert float(ordered[unfloored - 1]) <= (total - int(ordered[:unfloored].sum())) / K
 
 
 @pytest.mark.parametrize("path", ["cluster", "grid"])
@@ -137,7 +147,8 @@ def test_plan_kernels_match_the_torch_oracle(seed, path, monkeypatch, own_stream
         plan = rasterizer.plan(inter, mode_config)
         ws = plan.workspace
         capacity = ws.chunk_units if mode_config.mode != "lpt" else 0
-        oracle = plan_schedule(offsets, total, rasterizer.concurrent_ctas, mode_config, masks=masks, capacity=capacity)
+        oracle = plan_schedule(offsets, total, rasterizer.concurrent_ctas, mode_config, masks=masks, capacity=capacity,
+                               two_pixel_chunked_max=oracle_two_pixel_chunked_max(rasterizer))
         report = plan.report()
         assert (report["chunked_tiles"], report["chunk_count"]) == (oracle.choice.chunked_tiles,
                                                                     oracle.choice.chunk_count), mode_config.mode

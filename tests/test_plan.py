@@ -124,7 +124,11 @@ def test_min_gain_threshold_decides():
     # cost = 340.6 + 85 = 425.6, a 14.9% gain: enough at eps = 10%, not at 20%.
     counts = torch.cat([torch.tensor([400]), torch.full((99,), 340)])
     total = float(counts.sum())  # 34060, K = 100 -> avg 340.6
-    base = LPTConfig(chunk_counts=(2,), overhead_lambda=0.0, imbalance_beta=0.25, max_chunked_tiles=1)
+    # (Eq. (6) alone: 400 is not above 1 / sigma times the 339.6 per CTA that chunking it leaves to LPT)
+    base = LPTConfig(chunk_counts=(2,), overhead_lambda=0.0, imbalance_beta=0.25, max_chunked_tiles=1,
+                     chunked_cost_floor=0.0)
+    default_floor = base.replace(chunked_cost_floor=LPTConfig().chunked_cost_floor)
+    assert choose_chunking(counts, total, 100, default_floor).chunked_tiles == 0
     eager = choose_chunking(counts, total, 100, base.replace(min_gain=0.10))
     strict = choose_chunking(counts, total, 100, base.replace(min_gain=0.20))
     gain = 1 - eager.predicted_cost / eager.predicted_cost_lpt
@@ -247,7 +251,7 @@ def test_balanced_frames_are_not_chunked():
     config = LPTConfig(overhead_lambda=1.0, imbalance_beta=20.0)
     searched = choose_chunking(lpt_order(counts)[0], float(total), K, config.replace(chunked_cost_floor=0.0))
     assert searched.chunked_tiles > 0  # the model alone would chunk this frame
-    # (with the floor at 1 the search itself chunks nothing: no item is above the mean work per CTA)
+    # (with the floor at 1 the search itself chunks nothing: no item is above the mean work per CTA left to LPT)
     floored = config.replace(chunked_cost_floor=1.0)
     assert choose_chunking(lpt_order(counts)[0], float(total), K, floored).chunked_tiles == 0
     plan = plan_schedule(offsets, total, K, config)
@@ -256,9 +260,10 @@ def test_balanced_frames_are_not_chunked():
 
 @pytest.mark.parametrize("seed", range(24))
 def test_auto_chunks_only_items_above_the_floor(seed):
-    """The lightest chunked item (N_h) is above chunked_cost_floor x N_total / K; with the floor at 0 the search
-    is Eq. (6) over every h (brute force here), and a floor only ever removes candidates: the choice is the
-    best candidate of Eq. (6) among those whose N_h is above it."""
+    """The lightest chunked item (N_h) is above chunked_cost_floor x the mean work per CTA left to LPT,
+    (N_total - N_1 - ... - N_h) / K; with the floor at 0 the search is Eq. (6) over every h (brute force here), and
+    a floor only ever removes candidates: the choice is the best candidate of Eq. (6) among those whose N_h is
+    above it."""
     g = torch.Generator().manual_seed(seed)
     n = int(torch.randint(200, 3000, (1,), generator=g))
     counts = (300 * torch.exp([0.5, 1.0, 2.0][seed % 3] * torch.randn(n, generator=g))).to(torch.int32) + 1
@@ -269,18 +274,21 @@ def test_auto_chunks_only_items_above_the_floor(seed):
     config = LPTConfig(chunked_cost_floor=floor, overhead_lambda=float(torch.rand(1, generator=g)) * 4000,
                        min_gain=0.0, max_chunked_tiles=255)
     choice = choose_chunking(sorted_costs, total, K, config)
-    mean = total / K
     costs = sorted_costs.to(torch.float64)
+
+    def left_per_cta(h):  # the mean work per CTA that the h heaviest items leave to LPT
+        return (total - sum(int(c) for c in sorted_costs[:h])) / K
+
     candidates = []  # (cost, k index, h) of every candidate the floor allows
     for ki, k in enumerate(config.chunk_counts):
         for h in range(1, min(255, n) + 1):
-            if not float(costs[h - 1]) > floor * mean:
+            if not float(costs[h - 1]) > floor * left_per_cta(h):
                 continue
             l = max(float(costs[0]) / k, float(costs[h]) if h < n else 0.0)
             average = (total + config.overhead_lambda * h * k) / K
             candidates.append((max(average, l) + config.imbalance_beta * l, ki, h))
     if choice.chunked_tiles:
-        assert float(costs[choice.chunked_tiles - 1]) > floor * mean
+        assert float(costs[choice.chunked_tiles - 1]) > floor * left_per_cta(choice.chunked_tiles)
         best = min(candidates)
         assert choice.predicted_cost == pytest.approx(best[0], rel=1e-12)
         assert (choice.chunked_tiles, choice.chunk_count) == (best[2], config.chunk_counts[best[1]])
@@ -325,3 +333,26 @@ def test_pixels_wanted_takes_the_many_items_bound_from_that_many_nonempty_items_
     fixed = plan_schedule(offsets, n, K, LPTConfig(mode="fixed", heavy_ratio=0.0005, chunk_count=8))
     assert fixed.choice.chunked_tiles == 1
     assert pixels_wanted(fixed, "auto", K, 100.0, 0.01, 100.0, many_items_per_cta=1) == 1
+
+
+def test_the_floor_lets_candidates_deep_enough_for_two_pixels_be():
+    """Below the floor, a candidate stays where its longest unit left, max(N_1 / k, N_{h+1}), is at most the two-pixel
+    bound x N_total / K: such a schedule lets the LPT kernel run two pixels per thread. Here 60 heavy items, 1800-5000,
+    over 8,100 light ones: the floor stops the search at the 19 heaviest without a two-pixel kernel; with one, the
+    search reaches the depth where the unit left is short enough, as Eq. (6) alone chooses."""
+    g = torch.Generator().manual_seed(5)
+    counts = (250 * torch.exp(0.3 * torch.randn(8160, generator=g))).to(torch.int32)
+    counts[:60] = torch.linspace(5000, 1800, 60).to(torch.int32)
+    offsets, total = offsets_for(counts.tolist(), (1, 8160))
+    K, bound = 792, 0.28
+    config = LPTConfig(saturation_feedback=False)
+    ordered = counts.sort(descending=True).values.double()
+    one_pixel = plan_schedule(offsets, total, K, config, capacity=4096).choice
+    two_pixels = plan_schedule(offsets, total, K, config, capacity=4096, two_pixel_chunked_max=bound).choice
+    alone = plan_schedule(offsets, total, K, config.replace(chunked_cost_floor=0.0), capacity=4096).choice
+    h, k = one_pixel.chunked_tiles, one_pixel.chunk_count
+    assert 0 < h < 60 and float(ordered[h - 1]) > config.chunked_cost_floor * (total - float(ordered[:h].sum())) / K
+    h, k = two_pixels.chunked_tiles, two_pixels.chunk_count
+    assert float(ordered[h - 1]) <= config.chunked_cost_floor * (total - float(ordered[:h].sum())) / K  # below it
+    assert max(float(ordered[0]) / k, float(ordered[h])) * K <= bound * total
+    assert (h, k) == (alone.chunked_tiles, alone.chunk_count)

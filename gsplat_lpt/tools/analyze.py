@@ -24,6 +24,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from .. import constants
 from ..config import LPTConfig
 from ..plan import choose_chunking, lpt_order, tile_workloads
 
@@ -378,7 +379,9 @@ def frame_stats(
     offsets, n_isects = offsets_from_counts(counts)
     workloads = tile_workloads(offsets, n_isects).long()  # [num_items], the core's own definition
     sorted_workloads, _ = lpt_order(workloads)
-    choice = choose_chunking(sorted_workloads, float(n_isects), concurrent_ctas, config)
+    # (3DGS colours: a candidate below the floor stays where it lets the LPT kernel run two pixels per thread)
+    choice = choose_chunking(sorted_workloads, float(n_isects), concurrent_ctas, config,
+                             two_pixel_chunked_max=constants.TWO_PIXEL_CHUNKED_MAX)
     nonempty = workloads[workloads > 0].double()
     max_workload = int(workloads.max()) if workloads.numel() else 0
     mean_nonempty = float(nonempty.mean()) if nonempty.numel() else 0.0

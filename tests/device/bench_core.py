@@ -192,10 +192,12 @@ def confirm_best(variants, busy, repeats, top=3):
     is biased low by about the spread between identical configurations (0.7-0.8% per call's median on the
     H200); timed anew, the best of a few is not. Returns each one's new median and auto / the best of them."""
     fixed = sorted((label for label in busy if label.startswith("fixed")), key=lambda label: busy[label])[:top]
-    again = time_interleaved({label: variants[label] for label in ["auto", *fixed]}, max(repeats, 21), busy=True,
+    policies = ["auto"] + (["auto-nofloor"] if "auto-nofloor" in variants else [])  # (Eq. (6) alone, timed too)
+    again = time_interleaved({label: variants[label] for label in [*policies, *fixed]}, max(repeats, 21), busy=True,
                              seed=1)
     best = min(fixed, key=lambda label: again[label])
-    return {"ms": again, "best": best, "auto_over_best": again["auto"] / again[best]}
+    return {"ms": again, "best": best, "auto_over_best": again["auto"] / again[best],
+            **({"nofloor_over_best": again["auto-nofloor"] / again[best]} if len(policies) > 1 else {})}
 
 
 def auto_trace(call, calls=30):
@@ -539,6 +541,11 @@ def main() -> None:
             picks = " ".join(f"{r['frame'].replace('ladder:', '')[:8]}={q:.3f}/{r['confirmed_gpu']['best'][5:]}"
                              for r, q in zip(confirmed, ratios))
             print(f"[{args.tag}] auto                   {picks} worst={max(ratios):.3f} mean={statistics.mean(ratios):.3f}")
+            if all("nofloor_over_best" in r["confirmed_gpu"] for r in confirmed):
+                ratios = [r["confirmed_gpu"]["nofloor_over_best"] for r in confirmed]
+                picks = " ".join(f"{r['frame'].replace('ladder:', '')[:8]}={q:.3f}" for r, q in zip(confirmed, ratios))
+                print(f"[{args.tag}] auto-nofloor           {picks} worst={max(ratios):.3f} "
+                      f"mean={statistics.mean(ratios):.3f}")
 
     # every frame (balanced and real ones too): each auto against the best of lpt and the fixed grid, GPU time
     labels = ["auto"] + [label for label in rows[0]["modes"] if label.startswith(("auto(", "auto-nofloor"))]

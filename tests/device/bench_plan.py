@@ -101,7 +101,8 @@ def check(rasterizer, frame: Frame, config: LPTConfig, feedback: bool) -> str:
     ws = plan.workspace
     capacity = ws.chunk_units if config.mode != "lpt" else 0
     oracle = plan_schedule(frame.offsets, frame.n_isects, rasterizer.concurrent_ctas, config,
-                           previous_depth=frame.depths if feedback else None, capacity=capacity)
+                           previous_depth=frame.depths if feedback else None, capacity=capacity,
+                           two_pixel_chunked_max=rasterizer.two_pixel_chunked_max if rasterizer.two_pixels else 0.0)
     report = plan.report()
     schedule = ws.schedule.tolist()
     problems = []
