@@ -41,6 +41,7 @@ def test_record_is_registered_and_complete():
     assert variant.staged_bytes == 64 and variant.partial_floats(3) == 3
     assert variant.chunks_compose  # colours and alphas compose; last_ids are for the backward only
     assert [o.name for o in variant.outputs if o.backward_only] == ["last_ids"]
+    assert variant.no_last_ids_kernel  # inference calls (no last_ids) run the persistent kernel's build without them
     assert variant.rasterize is gaussian3dgut.rasterize_with_plan
     names = [name for name, _ in variant.kernel_structs()]
     assert names == ["lpt::FrameArgs", "Gaussian3DGUT::Params", "Gaussian3DGUT::Outputs"]
@@ -250,7 +251,7 @@ def _compile(tmp_path, source: str) -> subprocess.CompletedProcess:
 @nvcc
 def test_source_compiles_with_nvcc_against_gsplats_headers(tmp_path):
     """As the runtime compiles it (CuPy's nvcc backend): constants, layout checks and probe, several
-    channel counts and CTA sizes in one module."""
+    channel counts and CTA sizes in one module, each with its persistent kernel that keeps no last_ids."""
     variant = VARIANTS[FUNCTION]
     exports = "".join(variant.export_line(c, t) for c, t in ((3, 256), (1, 64), (4, 1024), (32, 256)))
     source = runtime.kernel_source(variant.kernel_source, variant.kernel_structs(), variant.extra_checks() + exports)
@@ -260,6 +261,8 @@ def test_source_compiles_with_nvcc_against_gsplats_headers(tmp_path):
     cubin = (tmp_path / "blend_3dgut.cubin").read_bytes()
     for name in variant.kernel_names(32, 256) + variant.kernel_names(1, 64) + ("lpt_layout_probe",):
         assert name.encode() in cubin
+    for channels, threads in ((32, 256), (1, 64)):
+        assert variant.no_last_ids_kernel_name(channels, threads).encode() in cubin
 
 
 @nvcc
