@@ -234,6 +234,39 @@ def test_rasterization_with_ut_and_eval3d_reaches_the_variant(monkeypatch):
     assert meta["lpt"]["variant"] == "3dgut" and "fallback" not in meta["lpt"]  # no images planned: empty report
 
 
+def test_inference_calls_hand_the_kernels_no_last_ids(monkeypatch):
+    """gsplat returns colours and alphas only, and only its backward reads last_ids: a call that needs no gradients
+    renders without them (Frame3DGUT.render with with_last_ids=False: none allocated, a null pointer in Outputs, so
+    that the runtime runs the persistent kernel's build that keeps none); the low-level entry keeps them by default.
+    (CPU tensors, the frame's validation and the GPU launch stood in for.)"""
+    from gsplat_lpt import frontend
+
+    launched = []
+    monkeypatch.setattr(frontend, "render", lambda variant, inter, params, outputs, *rest: launched.append(
+        outputs) or "plan")
+    frame = gaussian3dgut.Frame3DGUT.__new__(gaussian3dgut.Frame3DGUT)  # (what __init__ leaves, without its checks)
+    frame.inter = runtime.Intersections(torch.zeros(1, 2, 3, dtype=torch.int32), torch.zeros(0, dtype=torch.int32),
+                                        None, 1, 40, 30, 16, 3, 2, 5)
+    frame.image_dims, frame.device, frame.channels, frame.padding = (1,), torch.device("cpu"), 3, 0
+    frame.params = lambda: "params"
+    colors, alphas, last_ids, plan = frame.render(LPTConfig(mode="lpt"))
+    assert plan == "plan" and launched[-1].last_ids == last_ids.data_ptr() != 0
+    assert tuple(last_ids.shape) == (1, 30, 40) and last_ids.dtype == torch.int32
+    colors, alphas, last_ids, plan = frame.render(LPTConfig(mode="lpt"), with_last_ids=False)
+    assert last_ids is None and launched[-1].last_ids == 0
+    assert launched[-1].render_colors == colors.data_ptr() and launched[-1].render_alphas == alphas.data_ptr()
+
+    # rasterize_to_pixels_eval3d without gradients asks for none
+    asked = []
+    frame.render = lambda config, allowed, reason, **options: asked.append(options) or (colors, alphas, None, "plan")
+    for name in ("means", "quats", "scales", "colors", "opacities", "backgrounds", "viewmats"):
+        setattr(frame, name, torch.zeros(1))
+    monkeypatch.setattr(gaussian3dgut, "Frame3DGUT", lambda *args: frame)
+    rendered = gaussian3dgut.rasterize_with_plan(*range(12))  # (gsplat's 12 positional arguments, stood in for)
+    assert rendered[0] is colors and rendered[1] is alphas and rendered[2] == "plan"
+    assert asked == [{"with_last_ids": False}]
+
+
 # ------------------------------------------------------------------------------------------------------
 # nvcc compile against gsplat's installed headers
 
