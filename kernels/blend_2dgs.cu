@@ -304,6 +304,11 @@ struct Accumulator : lpt::ColorAccumulator<CDIM> {
         distort = accum_vis_depth = median_depth = nan;
     }
 
+    // median_ids, like last_ids, only for gsplat's backward: not where the call takes none (null: the front end
+    // passes both or neither), and never in the persistent kernel's build that keeps no last_ids (WritesIds false),
+    // where no pixel then keeps median_idx either (ptxas sm_90, 3 channels, per Gaussian of the culled walk: 99 -> 96
+    // instructions with one pixel per thread, 174 -> 169 with two; the build with last_ids keeps both indices).
+    template <bool WritesIds = true>
     __device__ void write(const Params& p, const Outputs& out, const lpt::PixelSlot& slot, float T,
                           int last_index) const {
         this->write_color(out, p.backgrounds, slot, T, last_index, lpt::color_row_floats<V, CDIM>(p));
@@ -311,7 +316,7 @@ struct Accumulator : lpt::ColorAccumulator<CDIM> {
         for (unsigned k = 0; k < 3; ++k) out.render_normals[slot.pixel * 3 + k] = normal[k];
         out.render_distort[slot.pixel] = distort;
         out.render_median[slot.pixel] = median_depth;
-        out.median_ids[slot.pixel] = (int)median_idx;
+        if (WritesIds && out.median_ids != nullptr) out.median_ids[slot.pixel] = (int)median_idx;
     }
 };
 

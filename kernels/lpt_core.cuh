@@ -39,7 +39,12 @@
 //            unsigned list_index);                          // color: the Gaussian's staged colour row, below
 //   void store_partial(float* slot, unsigned stride) const; // kPartialFloats values at slot[i * stride]
 //   void combine_partial(const float* slot, unsigned stride, float T_before);  // add a later chunk
+//   template <bool WritesIds = true>                        // false: the persistent kernel's build that keeps no
 //   void write(const Params&, const Outputs&, const PixelSlot&, float T, int last_index) const;
+//                                                           // last_ids (last_index -1): no index only gsplat's
+//                                                           // backward reads is written (2DGS's median_ids); every
+//                                                           // build leaves such an index (and last_ids) alone where
+//                                                           // its pointer is null (a call that takes none)
 //   void poison();                                          // NaN: the frame's input was invalid
 //   static constexpr bool kRewalk;                          // optional (absent: false); see below
 //   static constexpr bool kStagedColor;                     // optional (absent: false); with it
@@ -305,8 +310,9 @@ struct ColorAccumulator {
 #pragma unroll
         for (unsigned k = 0; k < CDIM; ++k) color[k] = __int_as_float(0x7fc00000);
     }
-    // gsplat's final write: alpha = 1 - T, colour plus T times the background. `row_floats`: the floats per
-    // pixel of render_colors and per image of backgrounds (more than CDIM where this is a slice of the channels).
+    // gsplat's final write: alpha = 1 - T, colour plus T times the background, and last_ids where the call takes
+    // them. `row_floats`: the floats per pixel of render_colors and per image of backgrounds (more than CDIM where
+    // this is a slice of the channels).
     template <class Outputs>
     __device__ void write_color(const Outputs& out, const float* __restrict__ backgrounds, const PixelSlot& slot,
                                 float T, int last_index, long long row_floats) const {
@@ -383,6 +389,8 @@ struct PlainColorAccumulator : ColorAccumulator<CDIM> {
             this->add_color(p.colors + (long long)g * color_input_row_floats<V, CDIM>(p), vis);
         }
     }
+    // (WritesIds false: last_index is -1, and the null test below leaves last_ids alone: the same code either way)
+    template <bool WritesIds = true>
     __device__ void write(const typename V::Params& p, const typename V::Outputs& out, const PixelSlot& slot, float T,
                           int last_index) const {
         this->write_color(out, p.backgrounds, slot, T, last_index, color_row_floats<V, CDIM>(p));
@@ -882,7 +890,8 @@ __device__ inline bool launched_with_enough_shared_memory(const FrameArgs& f) {
 // WritesLastIds false: a build for calls that need no last_ids (nothing takes gsplat's backward: the runtime
 // launches it only where Outputs::last_ids is null), so no pixel keeps the index of its last blended Gaussian
 // (3DGS, 3 channels, ptxas sm_90: the two-pixel walk's iteration of two Gaussians 127 -> 121 instructions, the
-// one-pixel walk's of two 113 -> 110). Colours and alphas are the same floats.
+// one-pixel walk's of two 113 -> 110), and the accumulator's write<false> writes no other index only the backward
+// reads (2DGS's median_ids: nor does any pixel keep that index). Every other output is the same floats.
 template <class V, unsigned CDIM, unsigned P, unsigned MaxThreads, bool WritesLastIds = true>
 __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Params& params,
                                      const typename V::Outputs& out) {
@@ -927,8 +936,8 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
 #pragma unroll
         for (unsigned p = 0; p < P; ++p)
             if (slots[p].inside)
-                pixels[p].acc.write(params, out, slots[p], pixels[p].transmittance(),
-                                    masked || !WritesLastIds ? -1 : (int)pixels[p].last_index);
+                pixels[p].acc.template write<WritesLastIds>(params, out, slots[p], pixels[p].transmittance(),
+                                                            masked || !WritesLastIds ? -1 : (int)pixels[p].last_index);
         if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;
         __syncthreads();  // the staged batch and the broadcast word are reused by the next unit
     }

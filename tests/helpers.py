@@ -3,7 +3,8 @@
 Images: `psnr`. Inputs: `random_gaussians`, `cameras` (a small camera batch looking down +z),
 `write_splat` (a tiny antimatter15 .splat), `random_splats` (gsplat checkpoint parameters), the
 drivestudio node states `gaussian_state` / `rigid_state`, and `fake_bench_results` (labelled made-up
-timings for the reporting code). Data: `data_dir` (the optional real-scene test data).
+timings for the reporting code). Data: `data_dir` (the optional real-scene test data). Runtime (GPU tests):
+`record_persistent_launches` (which build of the persistent kernel each frame ran).
 """
 
 from __future__ import annotations
@@ -163,3 +164,39 @@ def fake_bench_results():
         blend_ms={"vanilla": 1.5, "lpt": 1.49, "chunk": 2.0, "auto": 1.505}, psnr_db={"lpt": math.inf, "auto": math.inf},
         repeats=21)
     return [heavy, balanced]
+
+
+# --------------------------------------------------------------------------------------------- runtime
+
+
+class _RecordedLaunches(dict):
+    """A Rasterizer's table of persistent kernels (runtime.Rasterizer._persistent_launches: (two pixels per thread,
+    the outputs take last_ids) -> (kernel, K, threads, dependent launch)) that logs the entry each frame reads as
+    (two pixels, outputs take last_ids, build): "last_ids" where it launches the Rasterizer's build with them,
+    "no last_ids" where the build that keeps none (the plain launch and the one behind the chunk kernel alike)."""
+
+    def __init__(self, table, rasterizer, log):
+        super().__init__(table)
+        self.rasterizer, self.log = rasterizer, log
+
+    def __getitem__(self, key):
+        entry = super().__getitem__(key)
+        two, r = key[0], self.rasterizer
+        full = r._persistent_two if two else r._persistent
+        lean = r.persistent_two_no_last_ids if two else r.persistent_no_last_ids
+        kernels = {entry[0], getattr(entry[3], "function", entry[0])}
+        build = ("last_ids" if kernels == {full} else
+                 "no last_ids" if lean is not None and kernels == {lean.kernel.ptr} else "unknown")
+        self.log.append((*key, build))
+        return entry
+
+
+def record_persistent_launches(rasterizers, monkeypatch) -> List[tuple]:
+    """The persistent kernels the frames on these Rasterizers launch from now on (for the test's duration): a list
+    that fills with (two pixels per thread, outputs take last_ids, "last_ids" / "no last_ids": the build), one
+    per frame run."""
+    log: List[tuple] = []
+    for rasterizer in rasterizers:
+        monkeypatch.setattr(rasterizer, "_persistent_launches",
+                            _RecordedLaunches(rasterizer._persistent_launches, rasterizer, log))
+    return log

@@ -4,8 +4,9 @@ Contract: mode "lpt" equals gsplat for every output (colours with the depth chan
 distortion, median depth within 1e-6 relative, last_ids and median_ids equal; bitwise where the same math
 compiles the same way, which we also check); chunked modes >= 76 dB on colours, alphas, normals and
 distortion, with median depth and median_ids still exact (the re-walk); gradients equal gsplat's (its
-backward op, fed our outputs); `gsplat.rasterization_2dgs(..., backend="lpt")` end to end, and a few steps
-of a 2DGS training loop give gsplat's losses.
+backward op, fed our outputs); a call without last_ids and median_ids (inference: the persistent kernels' builds
+that keep neither) renders the floats of one with them; `gsplat.rasterization_2dgs(..., backend="lpt")` end to
+end, and a few steps of a 2DGS training loop give gsplat's losses.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import pytest
 import torch
 
 import gsplat_lpt  # noqa: F401  (installs the hook: backend="lpt")
-from gsplat_lpt import LPTConfig, constants
+from gsplat_lpt import LPTConfig, constants, frontend
 from gsplat_lpt.hook import original
 from gsplat_lpt.variants import surfel2d
+from helpers import record_persistent_launches
 from test_gpu_parity import CHUNKED_MODES, cameras, psnr, random_gaussians
 
 pytestmark = pytest.mark.gpu
@@ -70,13 +72,15 @@ def gsplat_forward(frame, backgrounds=None, masks=None):
     return dict(zip(OUTPUT_NAMES, outputs))
 
 
-def ours_forward(frame, config, backgrounds=None, masks=None):
-    """Our kernels' outputs (same names and shapes) and the plan, through the low-level Frame2DGS."""
+def ours_forward(frame, config, backgrounds=None, masks=None, with_last_ids=True):
+    """Our kernels' outputs (same names and shapes) and the plan, through the low-level Frame2DGS. Without
+    with_last_ids, as an inference call renders (the persistent kernels' builds that keep no ids), last_ids and
+    median_ids are None."""
     ours = surfel2d.Frame2DGS(frame["means2d"], frame["ray_transforms"], frame["colors"], frame["opacities"],
                               frame["normals"], frame["densify"], backgrounds, masks, frame["image_width"],
                               frame["image_height"], frame["tile_size"], frame["isect_offsets"], frame["flatten_ids"],
                               frame["packed"])
-    *outputs, plan = ours.render(config)
+    *outputs, plan = ours.render(config, with_last_ids=with_last_ids)
     return dict(zip(OUTPUT_NAMES, outputs)), plan
 
 
@@ -198,6 +202,51 @@ def test_wide_channels_chunked(channels):
         assert psnr(ours["render_alphas"], ref["render_alphas"]) >= 76.0
         assert torch.equal(ours["render_median"], ref["render_median"])
         assert torch.equal(ours["median_ids"], ref["median_ids"])
+
+
+@pytest.mark.parametrize("case, pixels", [(CASES[6], 1), (CASES[6], 2), (CASES[-2], 1)],
+                         ids=["heavy-tile-one-pixel", "heavy-tile-two-pixels", "channels-128-slices"])
+@pytest.mark.parametrize("mode", ["lpt", "fixed"])
+def test_kernels_without_ids_render_the_same_floats(case, pixels, mode, monkeypatch):
+    """A call that needs neither last_ids nor median_ids runs the persistent kernels' builds that keep neither (kept
+    on this GPU: as many CTAs resident), unchunked and beside the chunk kernel, whose composite leaves both null
+    pointers alone, with one pixel per thread or two, and slice by slice for a wide map: every float output (median
+    depth included) is the one the builds with the ids render, which in mode "lpt" is gsplat's. The public function
+    without gradients (inference) runs those builds too."""
+    from gsplat_lpt.runtime import rasterizer_for
+
+    C, channels, tile_size = case[2], case[6], case[5]
+    frame = case_frame(case)
+    generator = torch.Generator(device="cuda").manual_seed(7)
+    backgrounds = torch.rand(C, channels, device="cuda", generator=generator)
+    config = LPTConfig(mode=mode, pixels_per_thread=pixels, heavy_ratio=0.05, chunk_count=8,
+                       saturation_feedback=False)
+    if channels > constants.CHANNEL_SLICE:  # the colour slices, then the last one (depth): a Rasterizer each
+        widths = [width for _, width in frontend.channel_slices(channels, constants.CHANNEL_SLICE)]
+        builds = [(surfel2d.COLOR_SLICE_VARIANT, w) for w in widths[:-1]] + [(surfel2d.LAST_SLICE_VARIANT, widths[-1])]
+    else:
+        builds = [(surfel2d.VARIANT, channels)]
+    rasterizers = {(v.name, w): rasterizer_for(v, w, tile_size, frame["means2d"].device) for v, w in builds}
+    launched = record_persistent_launches(rasterizers.values(), monkeypatch)  # (one frame run per slice)
+    with_ids, plan = ours_forward(frame, config, backgrounds)
+    two = plan.report()["pixels_per_thread"] == 2  # (forced where built: channels <= 8)
+    assert two == (pixels == 2 and channels <= surfel2d.TWO_PIXEL_MAX_CHANNELS_2DGS)
+    assert launched == [(two, True, "last_ids")] * len(builds)
+    without, lean_plan = ours_forward(frame, config, backgrounds, with_last_ids=False)
+    assert without["last_ids"] is None and without["median_ids"] is None
+    assert launched[len(builds):] == [(two, False, "no last_ids")] * len(builds)
+    for key in FLOAT_OUTPUTS:
+        assert torch.equal(without[key], with_ids[key]), key
+    for report in (plan.report(), lean_plan.report()):
+        assert (report["chunked_tiles"] > 0) == (mode == "fixed")
+    public = surfel2d.rasterize_to_pixels_2dgs(**_public_args(frame), backgrounds=backgrounds, config=config)
+    assert launched[2 * len(builds):] == [(two, False, "no last_ids")] * len(builds)
+    for key, output in zip(FLOAT_OUTPUTS, public):
+        assert torch.equal(output, with_ids[key]), key
+    if mode == "lpt":
+        ref = gsplat_forward(frame, backgrounds)
+        assert_matches(with_ids, ref, label="with ids")
+        assert_matches(without, ref, exact_ids=False, label="without ids")
 
 
 def test_rewalk_finds_medians_past_chunk_zero():

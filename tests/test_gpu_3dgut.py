@@ -3,7 +3,8 @@ projected by gsplat's unscented-transform projection, for every camera model gsp
 (pinhole with and without radial / tangential / thin-prism distortion, fisheye, FTheta with either reference
 polynomial) and rolling shutter.
 
-Contract: mode "lpt" equals gsplat (max abs diff <= 1e-6, last_ids equal); chunked modes >= 76 dB PSNR;
+Contract: mode "lpt" equals gsplat (max abs diff <= 1e-6, last_ids equal); a call without last_ids (inference:
+the persistent kernel's build that keeps none) renders the floats of one with them; chunked modes >= 76 dB PSNR;
 gradients equal gsplat's (its backward op, fed our render_alphas and last_ids); gsplat.rasterization(...,
 with_ut=True, with_eval3d=True, backend="lpt") end to end; our torch reference equals gsplat's kernel.
 
@@ -21,6 +22,7 @@ import torch
 import gsplat_lpt
 from gsplat_lpt import LPTConfig
 from gsplat_lpt.hook import original
+from helpers import record_persistent_launches
 
 pytestmark = pytest.mark.gpu
 
@@ -194,12 +196,14 @@ def gsplat_forward(frame, backgrounds=None, masks=None):
         frame["isect_offsets"].contiguous(), frame["flatten_ids"].contiguous())
 
 
-def ours_forward(frame, config, backgrounds=None, masks=None):
-    """Our kernels' outputs including last_ids and the plan (the low-level entry of the 3DGUT front end)."""
+def ours_forward(frame, config, backgrounds=None, masks=None, with_last_ids=True):
+    """Our kernels' outputs including last_ids and the plan (the low-level entry of the 3DGUT front end). Without
+    with_last_ids, as an inference call renders (no last_ids: the persistent kernel's build that keeps none),
+    last_ids is None."""
     from gsplat_lpt.variants.gaussian3dgut import Frame3DGUT
 
     ours = Frame3DGUT(**frame, backgrounds=backgrounds, masks=masks)
-    colors, alphas, last_ids, plan = ours.render(config)
+    colors, alphas, last_ids, plan = ours.render(config, with_last_ids=with_last_ids)
     return colors, alphas, last_ids, plan
 
 
@@ -317,6 +321,39 @@ def test_eager_auto_policy_chunks_the_heavy_tile():
     _, _, _, plan = ours_forward(frame, CHUNKED_MODES[-1])
     report = plan.report()
     assert report["chunked_tiles"] >= 1 and report["chunk_count"] >= 2
+
+
+@pytest.mark.parametrize("case", ["pinhole-heavy-tile", "fisheye-distorted-2cams"])
+@pytest.mark.parametrize("mode", ["lpt", "fixed"])
+def test_kernels_without_last_ids_render_the_same_floats(case, mode, monkeypatch):
+    """A call that needs no last_ids runs the persistent kernel's build that keeps none (kept on this GPU: as many
+    CTAs resident), unchunked and beside the chunk kernel, whose composite leaves the null last_ids alone: every
+    colour and alpha is the one the build with last_ids renders, which in mode "lpt" is gsplat's. The public
+    function without gradients (inference) runs that build too."""
+    from gsplat_lpt.runtime import rasterizer_for
+    from gsplat_lpt.variants.gaussian3dgut import VARIANT, rasterize_to_pixels_eval3d
+
+    frame = case_frame(CASE[case], seed=3)
+    generator = torch.Generator(device="cuda").manual_seed(5)
+    backgrounds = torch.rand(*frame["isect_offsets"].shape[:-2], 3, device="cuda", generator=generator)
+    config = LPTConfig(mode=mode, heavy_ratio=0.1, chunk_count=4, saturation_feedback=False)
+    launched = record_persistent_launches([rasterizer_for(VARIANT, 3, frame["tile_size"], frame["means"].device)],
+                                          monkeypatch)
+    colors, alphas, last_ids, plan = ours_forward(frame, config, backgrounds)
+    assert last_ids is not None and launched == [(False, True, "last_ids")]
+    lean_colors, lean_alphas, no_ids, lean_plan = ours_forward(frame, config, backgrounds, with_last_ids=False)
+    assert no_ids is None and launched[1:] == [(False, False, "no last_ids")]
+    assert torch.equal(lean_colors, colors) and torch.equal(lean_alphas, alphas)
+    for report in (plan.report(), lean_plan.report()):
+        assert (report["chunked_tiles"] > 0) == (mode == "fixed") and report["variant"] == "3dgut"
+    public = rasterize_to_pixels_eval3d(**frame, backgrounds=backgrounds, config=config)
+    assert launched[2:] == [(False, False, "no last_ids")]
+    assert torch.equal(public[0], colors) and torch.equal(public[1], alphas)
+    if mode == "lpt":
+        ref_colors, ref_alphas, ref_last = gsplat_forward(frame, backgrounds)
+        assert (lean_colors - ref_colors).abs().max().item() <= 1e-6
+        assert (lean_alphas - ref_alphas).abs().max().item() <= 1e-6
+        assert torch.equal(last_ids, ref_last)
 
 
 def test_masks_render_background_on_masked_tiles():

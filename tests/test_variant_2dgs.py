@@ -97,6 +97,9 @@ def test_record_is_registered_and_complete():
                      "last_ids", "median_ids"}
     assert variant.chunks_compose  # median and distortion compose exactly: 2DGS inference frames may chunk
     assert {o.name for o in variant.outputs if o.backward_only} == {"last_ids", "median_ids"}
+    # inference calls (neither index) run the persistent kernels' builds that keep none, the channel slices' too
+    assert variant.no_last_ids_kernel
+    assert surfel2d.COLOR_SLICE_VARIANT.no_last_ids_kernel and surfel2d.LAST_SLICE_VARIANT.no_last_ids_kernel
     assert (runtime.kernel_dir() / variant.kernel_source).is_file()
 
 
@@ -415,12 +418,14 @@ def test_cull_bound_keeps_what_it_cannot_bound():
     assert kept.tolist() == [False, True, True, True, False]
 
 
-@pytest.mark.parametrize("channels, background", [(128, True), (512, False)])
-def test_wide_feature_maps_are_blended_in_channel_slices(channels, background, monkeypatch):
+@pytest.mark.parametrize("channels, background, with_last_ids", [(128, True, True), (512, False, True),
+                                                                  (128, False, False)])
+def test_wide_feature_maps_are_blended_in_channel_slices(channels, background, with_last_ids, monkeypatch):
     """Above constants.CHANNEL_SLICE channels, Frame2DGS.render hands the slice kernels the colours of every slice
     but the last, then the last slice (the depth channel) with every output: colour, background and render_colors
     pointers at the slice's first channel (4 bytes a channel), the whole map's channel count as the row stride,
-    every other output pointer the whole frame's. (CPU tensors, the GPU launch replaced by a recorder.)"""
+    every other output pointer the whole frame's; without with_last_ids (inference) no last_ids or median_ids, null
+    pointers for both. (CPU tensors, the GPU launch replaced by a recorder.)"""
     from gsplat_lpt import constants, frontend
 
     calls = []
@@ -433,15 +438,16 @@ def test_wide_feature_maps_are_blended_in_channel_slices(channels, background, m
     frame.colors, frame.opacities, frame.normals = torch.zeros(1, 5, channels), torch.zeros(1, 5), torch.zeros(1, 5, 3)
     frame.densify, frame.masks = torch.zeros(1, 5, 2), None
     frame.backgrounds = torch.zeros(1, channels) if background else None
-    *outputs, plan = frame.render(gsplat_lpt.LPTConfig(mode="lpt"))
+    *outputs, plan = frame.render(gsplat_lpt.LPTConfig(mode="lpt"), with_last_ids=with_last_ids)
     assert plan == "plan" and len(calls) == 1
+    assert (outputs[-2] is None and outputs[-1] is None) != with_last_ids
     parts = frontend.channel_slices(channels, constants.CHANNEL_SLICE)
     slices = calls[0]
     assert [variant for variant, *_ in slices] == \
         [surfel2d.COLOR_SLICE_VARIANT] * (len(parts) - 1) + [surfel2d.LAST_SLICE_VARIANT]
     names = [name for name, _ in surfel2d.Outputs2DGS._fields_]
     whole = dict(zip(("render_colors", "render_alphas", "render_normals", "render_distort", "render_median",
-                      "last_ids", "median_ids"), (t.data_ptr() for t in outputs)))
+                      "last_ids", "median_ids"), (0 if t is None else t.data_ptr() for t in outputs)))
     for (first, width), (_, channels_of_slice, params, sliced) in zip(parts, slices):
         assert channels_of_slice == width and params.channel_stride == channels
         assert params.colors == frame.colors.data_ptr() + 4 * first

@@ -41,6 +41,7 @@ def test_record_is_registered_and_complete():
     assert variant.staged_bytes == 64 and variant.partial_floats(3) == 3
     assert variant.chunks_compose  # colours and alphas compose; last_ids are for the backward only
     assert [o.name for o in variant.outputs if o.backward_only] == ["last_ids"]
+    assert variant.no_last_ids_kernel  # inference calls (no last_ids) run the persistent kernel's build without them
     assert variant.rasterize is gaussian3dgut.rasterize_with_plan
     names = [name for name, _ in variant.kernel_structs()]
     assert names == ["lpt::FrameArgs", "Gaussian3DGUT::Params", "Gaussian3DGUT::Outputs"]
@@ -233,6 +234,39 @@ def test_rasterization_with_ut_and_eval3d_reaches_the_variant(monkeypatch):
     assert meta["lpt"]["variant"] == "3dgut" and "fallback" not in meta["lpt"]  # no images planned: empty report
 
 
+def test_inference_calls_hand_the_kernels_no_last_ids(monkeypatch):
+    """gsplat returns colours and alphas only, and only its backward reads last_ids: a call that needs no gradients
+    renders without them (Frame3DGUT.render with with_last_ids=False: none allocated, a null pointer in Outputs, so
+    that the runtime runs the persistent kernel's build that keeps none); the low-level entry keeps them by default.
+    (CPU tensors, the frame's validation and the GPU launch stood in for.)"""
+    from gsplat_lpt import frontend
+
+    launched = []
+    monkeypatch.setattr(frontend, "render", lambda variant, inter, params, outputs, *rest: launched.append(
+        outputs) or "plan")
+    frame = gaussian3dgut.Frame3DGUT.__new__(gaussian3dgut.Frame3DGUT)  # (what __init__ leaves, without its checks)
+    frame.inter = runtime.Intersections(torch.zeros(1, 2, 3, dtype=torch.int32), torch.zeros(0, dtype=torch.int32),
+                                        None, 1, 40, 30, 16, 3, 2, 5)
+    frame.image_dims, frame.device, frame.channels, frame.padding = (1,), torch.device("cpu"), 3, 0
+    frame.params = lambda: "params"
+    colors, alphas, last_ids, plan = frame.render(LPTConfig(mode="lpt"))
+    assert plan == "plan" and launched[-1].last_ids == last_ids.data_ptr() != 0
+    assert tuple(last_ids.shape) == (1, 30, 40) and last_ids.dtype == torch.int32
+    colors, alphas, last_ids, plan = frame.render(LPTConfig(mode="lpt"), with_last_ids=False)
+    assert last_ids is None and launched[-1].last_ids == 0
+    assert launched[-1].render_colors == colors.data_ptr() and launched[-1].render_alphas == alphas.data_ptr()
+
+    # rasterize_to_pixels_eval3d without gradients asks for none
+    asked = []
+    frame.render = lambda config, allowed, reason, **options: asked.append(options) or (colors, alphas, None, "plan")
+    for name in ("means", "quats", "scales", "colors", "opacities", "backgrounds", "viewmats"):
+        setattr(frame, name, torch.zeros(1))
+    monkeypatch.setattr(gaussian3dgut, "Frame3DGUT", lambda *args: frame)
+    rendered = gaussian3dgut.rasterize_with_plan(*range(12))  # (gsplat's 12 positional arguments, stood in for)
+    assert rendered[0] is colors and rendered[1] is alphas and rendered[2] == "plan"
+    assert asked == [{"with_last_ids": False}]
+
+
 # ------------------------------------------------------------------------------------------------------
 # nvcc compile against gsplat's installed headers
 
@@ -250,7 +284,7 @@ def _compile(tmp_path, source: str) -> subprocess.CompletedProcess:
 @nvcc
 def test_source_compiles_with_nvcc_against_gsplats_headers(tmp_path):
     """As the runtime compiles it (CuPy's nvcc backend): constants, layout checks and probe, several
-    channel counts and CTA sizes in one module."""
+    channel counts and CTA sizes in one module, each with its persistent kernel that keeps no last_ids."""
     variant = VARIANTS[FUNCTION]
     exports = "".join(variant.export_line(c, t) for c, t in ((3, 256), (1, 64), (4, 1024), (32, 256)))
     source = runtime.kernel_source(variant.kernel_source, variant.kernel_structs(), variant.extra_checks() + exports)
@@ -260,6 +294,8 @@ def test_source_compiles_with_nvcc_against_gsplats_headers(tmp_path):
     cubin = (tmp_path / "blend_3dgut.cubin").read_bytes()
     for name in variant.kernel_names(32, 256) + variant.kernel_names(1, 64) + ("lpt_layout_probe",):
         assert name.encode() in cubin
+    for channels, threads in ((32, 256), (1, 64)):
+        assert variant.no_last_ids_kernel_name(channels, threads).encode() in cubin
 
 
 @nvcc

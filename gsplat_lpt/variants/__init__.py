@@ -52,8 +52,9 @@ class Variant:
     # faster on every chunked 3DGS frame; 2DGS, whose cull drops 98% of the pairs, took 1.6x as long with rows
     chunked_warp_blocks: bool = True
     # a second build of each persistent kernel that keeps no last_ids, launched where the call's Outputs struct holds
-    # no last_ids pointer (a call nothing will take gsplat's backward of); the variant's write() must leave last_ids
-    # alone when that pointer is null
+    # no last_ids pointer (a call nothing will take gsplat's backward of); the variant's write() must leave last_ids,
+    # and any other index only that backward reads (2DGS's median_ids, null with it), alone where their pointers are
+    # null, and in that build (write<false>) writes none of them
     no_last_ids_kernel: bool = False
 
     @functools.cached_property  # (read on every call)

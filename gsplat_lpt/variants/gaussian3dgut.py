@@ -7,7 +7,9 @@ kernel calls gsplat's own camera models and helpers (its CUDA headers), so it is
 gsplat's include folders and flags (`compile_options`); lpt mode computes gsplat's floats.
 
 Autograd: the forward saves exactly what gsplat's forward saves (the same render_alphas and last_ids), so
-gsplat's own backward op computes the gradients; frames that need gradients are never chunked.
+gsplat's own backward op computes the gradients; frames that need gradients are never chunked. gsplat returns
+colours and alphas only, so a call that needs no gradients allocates no last_ids and runs the persistent kernel's
+build that keeps none (Variant.no_last_ids_kernel).
 """
 
 from __future__ import annotations
@@ -289,16 +291,19 @@ class Frame3DGUT:
             address(self.thin_prism_coeffs), self.ftheta, CAMERA_MODELS[self.camera_model],
             int(self.rolling_shutter.value), self.B, self.C, self.N, inter.image_width, inter.image_height)
 
-    def render(self, config: LPTConfig, chunking_allowed: bool = True, reason: Optional[str] = None):
-        """(render_colors, render_alphas, last_ids, plan) with gsplat's shapes (padded channels)."""
+    def render(self, config: LPTConfig, chunking_allowed: bool = True, reason: Optional[str] = None,
+               with_last_ids: bool = True):
+        """(render_colors, render_alphas, last_ids, plan) with gsplat's shapes (padded channels); last_ids is
+        None without with_last_ids (inference: nothing needs them; the kernels get a null pointer)."""
         inter, dims = self.inter, self.image_dims
         H, W = inter.image_height, inter.image_width
         render_colors = torch.empty(dims + (H, W, self.channels), dtype=torch.float32, device=self.device)
         render_alphas = torch.empty(dims + (H, W, 1), dtype=torch.float32, device=self.device)
-        last_ids = torch.empty(dims + (H, W), dtype=torch.int32, device=self.device)
+        last_ids = torch.empty(dims + (H, W), dtype=torch.int32, device=self.device) if with_last_ids else None
         if inter.num_images == 0:  # nothing to launch
             return render_colors, render_alphas, last_ids, None
-        outputs = Outputs3DGUT(render_colors.data_ptr(), render_alphas.data_ptr(), last_ids.data_ptr())
+        outputs = Outputs3DGUT(render_colors.data_ptr(), render_alphas.data_ptr(),
+                               0 if last_ids is None else last_ids.data_ptr())
         plan = frontend.render(VARIANT, inter, self.params(), outputs, self.channels, self.device, config,
                                chunking_allowed, reason)
         return render_colors, render_alphas, last_ids, plan
@@ -383,7 +388,7 @@ def rasterize_with_plan(
         plan = holder[0]
     else:  # inference: no autograd bookkeeping on the per-frame path
         allowed, reason = frontend.chunking_rule(VARIANT, config, False)
-        render_colors, render_alphas, _, plan = frame.render(config, allowed, reason)
+        render_colors, render_alphas, _, plan = frame.render(config, allowed, reason, with_last_ids=False)
     if frame.padding > 0:
         render_colors = render_colors[..., : -frame.padding]
     return render_colors, render_alphas, plan
@@ -412,4 +417,5 @@ VARIANT = register(Variant(
     rasterize=rasterize_with_plan,
     compile_backend="nvcc",
     compile_options=compile_options,
+    no_last_ids_kernel=True,  # (PlainColorAccumulator's write leaves a null last_ids alone)
 ))

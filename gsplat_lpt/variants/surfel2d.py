@@ -8,7 +8,9 @@ re-walk from chunk 0's transmittance.
 
 Autograd: the forward saves exactly what gsplat's forward saves (the same render_colors, render_alphas,
 last_ids and median_ids), so gsplat's own backward op computes the gradients (densify and absgrad
-included); frames that need gradients are never chunked.
+included); frames that need gradients are never chunked. Only that backward reads last_ids and median_ids (gsplat
+returns neither; median depth is its own output), so a call that needs no gradients allocates neither and runs the
+persistent kernel's build that keeps neither (Variant.no_last_ids_kernel).
 """
 
 from __future__ import annotations
@@ -140,9 +142,11 @@ class Frame2DGS:
         self.masks = masks
         self.channels = self.colors.shape[-1]
 
-    def render(self, config: LPTConfig, chunking_allowed: bool = True, reason: Optional[str] = None):
+    def render(self, config: LPTConfig, chunking_allowed: bool = True, reason: Optional[str] = None,
+               with_last_ids: bool = True):
         """(render_colors, render_alphas, render_normals, render_distort, render_median, last_ids, median_ids,
-        plan) with gsplat's shapes (padded channels)."""
+        plan) with gsplat's shapes (padded channels); last_ids and median_ids are None without with_last_ids
+        (inference: nothing needs them; the kernels get null pointers for both)."""
         inter, dims = self.inter, self.image_dims
         H, W = inter.image_height, inter.image_width
         empty = dict(dtype=torch.float32, device=self.device)
@@ -151,17 +155,19 @@ class Frame2DGS:
         render_normals = torch.empty(dims + (H, W, 3), **empty)
         render_distort = torch.empty(dims + (H, W, 1), **empty)
         render_median = torch.empty(dims + (H, W, 1), **empty)
-        last_ids = torch.empty(dims + (H, W), dtype=torch.int32, device=self.device)
-        median_ids = torch.empty(dims + (H, W), dtype=torch.int32, device=self.device)
+        ids = dict(dtype=torch.int32, device=self.device)
+        last_ids = torch.empty(dims + (H, W), **ids) if with_last_ids else None
+        median_ids = torch.empty(dims + (H, W), **ids) if with_last_ids else None
         outputs_ = (render_colors, render_alphas, render_normals, render_distort, render_median, last_ids, median_ids)
         if inter.num_images == 0:  # nothing to launch
             return (*outputs_, None)
         pointers = (self.means2d.data_ptr(), self.ray_transforms.data_ptr(), self.colors.data_ptr(),
                     self.opacities.data_ptr(), self.normals.data_ptr(),
                     0 if self.backgrounds is None else self.backgrounds.data_ptr())
-        outputs = Outputs2DGS(render_colors.data_ptr(), render_alphas.data_ptr(), last_ids.data_ptr(),
+        address = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731
+        outputs = Outputs2DGS(render_colors.data_ptr(), render_alphas.data_ptr(), address(last_ids),
                               render_normals.data_ptr(), render_distort.data_ptr(), render_median.data_ptr(),
-                              median_ids.data_ptr())
+                              address(median_ids))
         if self.channels > constants.CHANNEL_SLICE:
             return (*outputs_, self._render_slices(config, chunking_allowed, reason, pointers, outputs))
         plan = frontend.render(VARIANT, inter, Params2DGS(*pointers), outputs, self.channels, self.device, config,
@@ -250,7 +256,7 @@ def rasterize_with_plan(
     else:  # inference: no autograd bookkeeping on the per-frame path
         allowed, reason = frontend.chunking_rule(VARIANT, config, False)
         render_colors, render_alphas, render_normals, render_distort, render_median, _, _, plan = \
-            frame.render(config, allowed, reason)
+            frame.render(config, allowed, reason, with_last_ids=False)
     render_colors = unpad_colors(render_colors, frame.padding)
     return render_colors, render_alphas, render_normals, render_distort, render_median, plan
 
@@ -301,6 +307,7 @@ VARIANT = register(Variant(
     two_pixel_max_imbalance=two_pixel_max_imbalance,
     two_pixel_many_items_max=two_pixel_max_imbalance,  # (the same bound: 2DGS was not measured by items per CTA)
     two_pixel_chunked_max=no_two_pixels_in_chunked_frames,
+    no_last_ids_kernel=True,  # (keeping neither last_ids nor median_ids)
 ))
 
 # The 2DGS kernels for the slices of a feature map of more than constants.CHANNEL_SLICE channels (Frame2DGS.render
