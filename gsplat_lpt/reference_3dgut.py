@@ -170,7 +170,7 @@ def cull_constants_3dgut(means: Tensor, whiten: Tensor, opacities: Tensor) -> Tu
     inf = torch.full_like(limit, _INF)
     zero = torch.zeros_like(limit)
     return (torch.where(ok, limit, inf), torch.where(ok, 6.6e-8 * rho_f * (4 * kappa + 32), zero),
-            torch.where(ok, eps_q / sigma_min * 1.001, zero))
+            torch.where(ok, (eps_q + 2e-6) / sigma_min * 1.001, zero))
 
 
 def cull_region_3dgut(W: Tensor, origin: Tensor, K: Tensor, box) -> Optional[Tuple[Tensor, Tensor]]:

@@ -163,7 +163,7 @@ struct Gaussian3DGUT {
         gsplat::mat3 iscl_rot;
         float cull_limit;  // the bound on grayDist at any pixel gsplat blends the Gaussian at; +inf: never culled
         float cull_error;  // coefficient of the rounding slack of the whitened distance, per unit of world distance
-        float cull_iso;    // eps_Q / (rho_min sqrt(1 - eps_Q)): the normals' slack (see may_contribute)
+        float cull_iso;    // (eps_Q + 2e-6) / sigma_min: the denominators' slack (see may_contribute)
     };
     // One warp's bundle of rays (cull_region): the shared origin o and |o| (-1: no bound for this warp), and the
     // unit world normals of the four faces of a pyramid containing every ray direction of the warp's pixels.
@@ -385,6 +385,8 @@ struct Gaussian3DGUT {
     // D^-1 Q'^-T and |Q'^-T - Q'| <= eps_Q / sqrt(1 - eps_Q), eps_Q = a Gershgorin bound on |I - Q' Q'^T| from the
     // rows' cosines (1e-6 for gsplat's rotations; at most 1e-4 here), so |M^-T c| <= sqrt(sum_i (m_i . c)^2 /
     // rho_i^4) + |c| eps_Q / sigma_min, sigma_min = rho_min sqrt(1 - eps_Q) <= the least singular value of M.
+    // My float m_i . c is within 3u rho_i |c| of exact, so that sum is within 3u |c| sqrt(sum 1 / rho_i^2) <=
+    // 5.2u |c| / rho_min of exact: an absolute error of the form of the eps_Q term, which takes it (+ 2e-6).
     //
     // gsplat's floats. Its grayDist is |cross(grd, gro)|^2 with gro = M (o - mean) and grd = M d / |M d| in float.
     // gro is within 4u rho_F |o - mean| of g (the subtraction, then 3 roundings per row; rho_F = |M|_F); the float
@@ -439,7 +441,7 @@ struct Gaussian3DGUT {
         const float twice_log = 2.f * __logf(255.f * s.xyz_opacity[3]);  // -inf at opacity 0, NaN below
         s.cull_limit = twice_log + 1e-4f * (1.f + fminf(fabsf(twice_log), 1e30f));
         s.cull_error = 6.6e-8f * rho_f * (4.f * kappa + 32.f);
-        s.cull_iso = eps_q / sigma_min * 1.001f;
+        s.cull_iso = (eps_q + 2e-6f) / sigma_min * 1.001f;
     }
 
     // One warp's region, once per item (lane 0): the pose, the widened pyramid's world normals.
