@@ -135,3 +135,92 @@ def blend_eval3d_sequential(
     return (out_colors.reshape(dims + (image_height, image_width, D)),
             (1.0 - out_T).reshape(dims + (image_height, image_width, 1)),
             out_last.reshape(dims + (image_height, image_width)))
+
+
+# ------------------------------------------------------------------------------------------------------
+# The per-warp cull bound of kernels/blend_3dgut.cu (pinhole cameras without distortion, global shutter), in
+# float32 with the kernel's constants and order of operations (the kernel's fast-math square roots and divisions,
+# and its FMAs, round within the margins the bound carries; see the argument in blend_3dgut.cu).
+
+_INF = float("inf")
+
+
+def cull_constants_3dgut(means: Tensor, whiten: Tensor, opacities: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """Gaussian3DGUT::cull_constants: (cull_limit, cull_error, cull_iso), each [M] float32, from means [M, 3],
+    iscl_rot [M, 3, 3] (row i of M is whiten[:, i, :]) and opacities [M]. cull_limit +inf (or NaN): never culled."""
+    f32 = torch.float32
+    means, whiten, opacities = means.to(f32), whiten.to(f32), opacities.to(f32)
+    ok = (means.abs() <= 1e14).all(-1) & (whiten.abs() <= 1e15).flatten(1).all(-1)
+    g = torch.einsum("mik,mjk->mij", whiten, whiten)  # Gram matrix of the rows
+    diag = torch.diagonal(g, dim1=-2, dim2=-1)
+    lo, hi = diag.min(-1).values, diag.max(-1).values
+    ok &= (lo >= 1e-30) & (hi <= 1e30)
+    r = torch.rsqrt(diag)
+    c01 = g[:, 0, 1].abs() * r[:, 0] * r[:, 1]
+    c02 = g[:, 0, 2].abs() * r[:, 0] * r[:, 2]
+    c12 = g[:, 1, 2].abs() * r[:, 1] * r[:, 2]
+    eps_q = torch.maximum(c01 + c02, torch.maximum(c01 + c12, c02 + c12)) + 1e-6
+    ok &= eps_q <= 1e-4
+    rho_f = torch.sqrt(diag.sum(-1))
+    sigma_min = torch.sqrt(lo) * torch.sqrt(1 - eps_q) * 0.99999
+    kappa = rho_f / sigma_min
+    ok &= kappa <= 1e5
+    twice_log = 2 * torch.log(opacities * 255)
+    limit = twice_log + 1e-4 * (1 + torch.clamp_max(twice_log.abs(), 1e30))
+    inf = torch.full_like(limit, _INF)
+    zero = torch.zeros_like(limit)
+    return (torch.where(ok, limit, inf), torch.where(ok, 6.6e-8 * rho_f * (4 * kappa + 32), zero),
+            torch.where(ok, (eps_q + 2e-6) / sigma_min * 1.001, zero))
+
+
+def cull_region_3dgut(W: Tensor, origin: Tensor, K: Tensor, box) -> Optional[Tuple[Tensor, Tensor]]:
+    """Gaussian3DGUT::cull_region for a pinhole camera without distortion and a global shutter: W [3, 3] (its
+    columns: the world directions of the camera axes, gsplat's R_inv), origin [3], K [3, 3], box = (x0, x1, y0, y1)
+    pixel centres. Returns (origin and |o| [4], unit face normals [4, 3]) float32, or None: no bound."""
+    f32 = torch.float32
+    W, origin, K = W.to(f32), origin.to(f32), K.to(f32)
+    fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
+    if not all(float(v.abs()) < 1e30 for v in (fx, fy, cx, cy)):
+        return None
+    x0, x1, y0, y1 = (torch.tensor(v, dtype=f32) for v in box)
+    ax, bx = (x0 - cx) / fx, (x1 - cx) / fx
+    ay, by = (y0 - cy) / fy, (y1 - cy) / fy
+    A, B = torch.maximum(ax.abs(), bx.abs()), torch.maximum(ay.abs(), by.abs())
+    if not float(A + B) <= 100 or any(bool(v.isnan()) for v in (ax, bx, ay, by)):
+        return None
+    xi = 4e-5 * (1 + A + B) * (1 + A + B)
+    a0, a1 = torch.minimum(ax, bx) - xi, torch.maximum(ax, bx) + xi
+    b0, b1 = torch.minimum(ay, by) - xi, torch.maximum(ay, by) + xi
+    w0, w1, w2 = W[:, 0], W[:, 1], W[:, 2]
+    G = W.T @ W
+    eps_w = ((G - torch.eye(3, dtype=f32)).abs().sum(-1)).max()
+    if not (float(eps_w) <= 1e-5 and bool((origin.abs() <= 1e15).all())):
+        return None
+    normals = torch.stack([w0 - a0 * w2, a1 * w2 - w0, w1 - b0 * w2, b1 * w2 - w1])
+    normals = normals * torch.rsqrt((normals * normals).sum(-1, keepdim=True))
+    return torch.cat([origin, torch.linalg.vector_norm(origin)[None]]), normals
+
+
+def may_contribute_3dgut(means: Tensor, whiten: Tensor, opacities: Tensor,
+                         region: Optional[Tuple[Tensor, Tensor]]) -> Tensor:
+    """Gaussian3DGUT::may_contribute for Gaussians [M] against one warp's region: False only where the Gaussian
+    cannot reach alpha >= 1/255 at any pixel of the warp. [M] bool"""
+    if region is None:
+        return torch.ones(means.shape[0], dtype=torch.bool, device=means.device)
+    f32 = torch.float32
+    means, whiten = means.to(f32), whiten.to(f32)
+    limit, error, iso = cull_constants_3dgut(means, whiten, opacities)
+    origin, normals = region
+    r = origin[:3] - means  # [M, 3]
+    distance = torch.sqrt((r * r).sum(-1))
+    inverse_rho2 = 1 / (whiten * whiten).sum(-1)  # [M, 3]
+    numerators = r @ normals.T  # [M, 4]
+    q = torch.einsum("mik,fk->mfi", whiten, normals) * inverse_rho2[:, None, :]  # [M, 4, 3]
+    t = numerators / (torch.sqrt((q * q).sum(-1)) * 1.00001 + iso[:, None])
+    pos = torch.clamp_min(t.max(-1).values, 0)
+    neg = torch.clamp_min((-t).max(-1).values, 0)
+    lhs = torch.minimum(pos, neg) * 0.99997 - error * (distance + origin[3])
+    culled = (lhs > 0) & (lhs * lhs > limit)
+    culled = torch.where(limit < _INF, torch.where(limit < 0, torch.ones_like(culled), culled),
+                         torch.zeros_like(culled))
+    return ~culled
