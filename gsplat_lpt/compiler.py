@@ -120,9 +120,9 @@ def shared_memory_limit(device_index: int) -> int:
     return int(cupy.cuda.Device(device_index).attributes["MaxSharedMemoryPerBlockOptin"])
 
 
-def blend_shared_bytes(staged_bytes: int, max_threads: int, cull_region_bytes: int = 16) -> int:
+def blend_shared_bytes(staged_bytes: int, max_threads: int) -> int:
     """lpt::SharedBatch<V, Capacity>::kBytes of the blending kernels built for CTAs of `max_threads` one-pixel
     threads (or half as many two-pixel ones): one batch of min(max_threads, MAX_BATCH) staged Gaussians, each with its
-    colour row beside it (16 bytes), their ids (4 bytes), and the cull regions of up to 32 warps (their pixel-centre
-    boxes, 16 bytes each, or the variant's own: Variant.cull_region_bytes)."""
-    return min(max_threads, constants.MAX_BATCH) * (staged_bytes + 16 + 4) + 32 * cull_region_bytes
+    colour row beside it (16 bytes), their ids (4 bytes), and the pixel-centre boxes of up to 32 warps (16 bytes
+    each)."""
+    return min(max_threads, constants.MAX_BATCH) * (staged_bytes + 16 + 4) + 32 * 16

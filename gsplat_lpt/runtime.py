@@ -296,7 +296,7 @@ class Rasterizer:
         builds = ((items, cluster),)
         self.plan_cluster_builds = tuple((largest, kernel.kernel.ptr) for largest, kernel in builds
                                          if kernel is not None and _cluster_width(kernel) == constants.PLAN_CLUSTER)
-        self.shared_bytes = blend_shared_bytes(variant.staged_bytes, self.max_threads, variant.cull_region_bytes)
+        self.shared_bytes = blend_shared_bytes(variant.staged_bytes, self.max_threads)
         limit = shared_memory_limit(device_index)
         if self.shared_bytes > limit:
             raise LPTRuntimeError(

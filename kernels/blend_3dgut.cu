@@ -13,13 +13,12 @@
 // safe_normalize are gsplat's own device functions, called here, so that lpt mode computes the same
 // floats as gsplat's kernel. NVRTC cannot compile gsplat's headers (they need the C++ standard library).
 //
-// The cull bound (kHasCullBound; the whole argument is at may_contribute below) exists only where the warp's rays
-// are exactly a pinhole bundle: a pinhole camera without distortion (gsplat's perfect pinhole model, or its OpenCV
-// pinhole model with every coefficient of the image zero, which then computes the same ray) and a global shutter,
-// so that all rays share one origin and the camera-space direction of pixel centre (x, y) is proportional to
-// ((x - cx) / fx, (y - cy) / fy, 1), affine in the pixel. Every other camera (distortion, fisheye, FTheta, rolling
-// shutter) keeps no cull: the 2D means and conics of gsplat's unscented projection only decide which tiles list a
-// Gaussian, they do not bound the 3D response along a curved pixel-to-ray map or rays of many origins.
+// No cull bound (kHasCullBound = false). The 2D means and conics of gsplat's unscented projection only
+// decide which tiles list a Gaussian; they approximate its image footprint from a few sigma points and do
+// not bound the 3D response along the rays of a distorted or rolling-shutter camera, so a box built from
+// them could drop a Gaussian that some pixel would blend. A rigorous bound would need the bundle of the
+// warp's rays (different origins under rolling shutter, curved pixel-to-ray maps), and testing a
+// Gaussian against it conservatively in float costs about as much as evaluating it at the 32 pixels.
 #include <type_traits>
 
 #include "lpt_core.cuh"
@@ -156,20 +155,10 @@ struct Gaussian3DGUT {
         float* render_alphas;  // [I, H, W]
         int* last_ids;         // [I, H, W]
     };
-    // What gsplat's kernel keeps in shared memory per Gaussian: mean and opacity, and iscl_rot = S^-1 R^T; and in
-    // the 12 bytes of padding, the cull test's per-Gaussian constants (cull_constants; evaluate never reads them).
+    // What gsplat's kernel keeps in shared memory per Gaussian: mean and opacity, and iscl_rot = S^-1 R^T.
     struct alignas(16) Staged {
         gsplat::vec4 xyz_opacity;
         gsplat::mat3 iscl_rot;
-        float cull_limit;  // the bound on grayDist at any pixel gsplat blends the Gaussian at; +inf: never culled
-        float cull_error;  // coefficient of the rounding slack of the whitened distance, per unit of world distance
-        float cull_iso;    // (eps_Q + 2e-6) / sigma_min: the denominators' slack (see may_contribute)
-    };
-    // One warp's bundle of rays (cull_region): the shared origin o and |o| (-1: no bound for this warp), and the
-    // unit world normals of the four faces of a pyramid containing every ray direction of the warp's pixels.
-    struct alignas(16) CullRegion {
-        float4 origin;     // o.x, o.y, o.z, |o| or -1
-        float4 normals[3]; // n0.xyz n1.x | n1.yz n2.xy | n2.z n3.xyz
     };
     // The pixel's world-space ray (gsplat's WorldRay without its valid flag, which marks the pixel done).
     struct Pixel {
@@ -335,15 +324,11 @@ struct Gaussian3DGUT {
                                                 0.f, 1.0f / scale[1], 0.f,
                                                 0.f, 0.f, 1.0f / scale[2]);
         s.iscl_rot = S_inv * glm::transpose(R);
-        cull_constants(s);
     }
 
-    static __device__ void stage_inert(Staged& s) {  // opacity 0: alpha 0 < 1/255 at every pixel, always culled
+    static __device__ void stage_inert(Staged& s) {  // opacity 0: alpha 0 < 1/255 at every pixel
         s.xyz_opacity = {0.f, 0.f, 0.f, 0.f};
         s.iscl_rot = gsplat::mat3(1.f);
-        s.cull_limit = -1.f;
-        s.cull_error = 0.f;
-        s.cull_iso = 0.f;
     }
 
     // gsplat's expression, operand for operand: bitwise-equal alphas where it compiles the same way.
@@ -361,170 +346,9 @@ struct Gaussian3DGUT {
         return !(alpha < lpt::kAlphaThreshold);
     }
 
-    // ---- The cull bound (pinhole, global shutter) ------------------------------------------------------------
-    //
-    // Geometry. With a global shutter gsplat evaluates every pixel at relative frame time 0 (Cameras.cuh,
-    // shutter_relative_frame_time): one pose, so one origin o and one camera-to-world matrix W (world_ray: glm's
-    // R_inv, from quaternions; nearly orthonormal, checked). Without distortion the camera direction of pixel
-    // centre (x, y) is proportional to (a, b, 1), a = (x - cx) / fx, b = (y - cy) / fy: the warp's directions lie
-    // in the pyramid a0 <= a <= a1, b0 <= b <= b1 of its pixel-centre box, the intersection of four half-spaces
-    // c_cam . d >= 0 with c_cam = (1, 0, -a0), (-1, 0, a1), (0, 1, -b0), (0, -1, b1). cull_region widens the box
-    // by xi = 4e-5 (1 + A + B)^2 (A, B: the largest |a|, |b|) and takes the world normals c = W c_cam, unit length.
-    // gsplat's float direction of a pixel is (a', b', 1) up to a positive factor with |a' / a - 1|, |b' / b - 1| <=
-    // 20 ulp (the subtraction, the fast-math division, the normalisation's divisions), then rotated by W in float
-    // (error <= 6u |d|, u = 2^-24); my a0 is within 4u of exact, my c within (eps_W + 7u) |c_cam| of W^-T c_cam
-    // (eps_W = |W^T W - I| <= 1e-5, a Gershgorin bound computed in cull_region). Written out, c . d >= |d| |c_cam|
-    // (xi - 31u A - 1.2e-5 (1 + A + B)(1 + A + B + xi)) > 0 for every pixel's float direction d (A + B <= 100):
-    // the four half-spaces c . x >= 0 contain all of them exactly.
-    // Whitened, with M = iscl_rot (the float matrix, an exact linear map) and g = M (o - mean): each pixel's line
-    // {t M d} has t M d in M H_c = {y : (M^-T c) . y >= 0} for t >= 0 and in its negative for t <= 0, so with the
-    // unit whitened normals n_c = M^-T c / |M^-T c| and s_c = g . n_c = c . (o - mean) / |M^-T c|, the distance
-    // from g to the line is >= L = min(max_c s_c, max_c -s_c), clamped at 0 (the distance from a point to a set is
-    // at least that to any half-space containing it; the two nappes of the double cone).
-    // |M^-T c| is bounded above without inverting M: with M = D Q' (D = diag of its row norms rho_i), M^-T =
-    // D^-1 Q'^-T and |Q'^-T - Q'| <= eps_Q / sqrt(1 - eps_Q), eps_Q = a Gershgorin bound on |I - Q' Q'^T| from the
-    // rows' cosines (1e-6 for gsplat's rotations; at most 1e-4 here), so |M^-T c| <= sqrt(sum_i (m_i . c)^2 /
-    // rho_i^4) + |c| eps_Q / sigma_min, sigma_min = rho_min sqrt(1 - eps_Q) <= the least singular value of M.
-    // My float m_i . c is within 3u rho_i |c| of exact, so that sum is within 3u |c| sqrt(sum 1 / rho_i^2) <=
-    // 5.2u |c| / rho_min of exact: an absolute error of the form of the eps_Q term, which takes it (+ 2e-6).
-    //
-    // gsplat's floats. Its grayDist is |cross(grd, gro)|^2 with gro = M (o - mean) and grd = M d / |M d| in float.
-    // gro is within 4u rho_F |o - mean| of g (the subtraction, then 3 roundings per row; rho_F = |M|_F); the float
-    // M d is within 3u rho_F |d| of M d, an angle of at most 3u kappa (kappa = rho_F / sigma_min), which moves the
-    // distance to the line by at most 3.3u kappa |g|; the normalisation (rsqrt) is within 5u, the cross product's
-    // cancellation within 4.1u |gro|: these errors grow with |g| <= rho_F |o - mean|, which is why they are not a
-    // fixed margin. My own s_c: the numerator within 4.1u |c| |o - mean|, i.e. 4.1u rho_F |o - mean| after the
-    // division (|M^-T c| >= |c| / rho_F), the rest relative (covered by the factor 1 - 3e-5). In all,
-    //     sqrt(gsplat's grayDist) >= L (1 - 3e-5) - E,  E = 6.6e-8 rho_F (4 kappa + 32) (|o - mean| + |o|)
-    // (|o|: slack for the origin, which is gsplat's own to the bit here). gsplat blends only where opacity *
-    // __expf(-grayDist / 2) >= 1/255 (the 0.999 clamp only lowers alpha, and 0.999 > 1/255): __expf, the product
-    // and 1/255 in float are within 1e-6 of exact, so grayDist <= 2 ln(255 opacity) + 2e-6 there, and the limit
-    // 2 ln + 1e-4 (1 + |2 ln|) covers it with __logf's error. Culled: (L (1 - 3e-5) - E)^2 > limit, or limit < 0
-    // (opacity below 1/255 by more than the slack: never blended, grayDist >= 0).
-    // Ranges that keep gsplat's arithmetic free of NaN (a NaN grayDist or opacity blends alpha 0.999): M's entries
-    // and row norms within [1e-15, 1e15], |mean| <= 1e14, |o| <= 1e15, eps_Q <= 1e-4, kappa <= 1e5; outside them,
-    // or with a non-finite opacity, the Gaussian is never culled (cull_limit +inf or NaN); a camera outside the
-    // bound's cases, or a warp whose box gives A + B > 100, has no region (never culled).
-
-    static __device__ bool cull_enabled(const Params& p) {
-        return p.camera_model == gsplat::CameraModelType::PINHOLE && p.shutter_type == ShutterType::GLOBAL;
-    }
-
-    // The per-Gaussian constants of the bound, at staging (all three read only by may_contribute).
-    static __device__ void cull_constants(Staged& s) {
-        s.cull_limit = __int_as_float(0x7f800000);  // never culled unless the checks below pass
-        s.cull_error = 0.f;
-        s.cull_iso = 0.f;
-        const gsplat::mat3& M = s.iscl_rot;  // column-major: row i is (M[0][i], M[1][i], M[2][i])
-        bool ok = fabsf(s.xyz_opacity[0]) <= 1e14f && fabsf(s.xyz_opacity[1]) <= 1e14f &&
-                  fabsf(s.xyz_opacity[2]) <= 1e14f;
-#pragma unroll
-        for (int c = 0; c < 3; ++c)
-#pragma unroll
-            for (int r = 0; r < 3; ++r) ok = ok && fabsf(M[c][r]) <= 1e15f;  // (false for NaN)
-        if (!ok) return;
-        float g[3][3];  // Gram matrix of the rows
-#pragma unroll
-        for (int i = 0; i < 3; ++i)
-#pragma unroll
-            for (int j = 0; j < 3; ++j) g[i][j] = M[0][i] * M[0][j] + M[1][i] * M[1][j] + M[2][i] * M[2][j];
-        const float lo = fminf(g[0][0], fminf(g[1][1], g[2][2])), hi = fmaxf(g[0][0], fmaxf(g[1][1], g[2][2]));
-        if (!(lo >= 1e-30f && hi <= 1e30f)) return;
-        const float r0 = rsqrtf(g[0][0]), r1 = rsqrtf(g[1][1]), r2 = rsqrtf(g[2][2]);
-        const float c01 = fabsf(g[0][1]) * r0 * r1, c02 = fabsf(g[0][2]) * r0 * r2, c12 = fabsf(g[1][2]) * r1 * r2;
-        const float eps_q = fmaxf(c01 + c02, fmaxf(c01 + c12, c02 + c12)) + 1e-6f;
-        if (!(eps_q <= 1e-4f)) return;
-        const float rho_f = sqrtf(g[0][0] + g[1][1] + g[2][2]);
-        const float sigma_min = sqrtf(lo) * sqrtf(1.f - eps_q) * 0.99999f;
-        const float kappa = rho_f / sigma_min;
-        if (!(kappa <= 1e5f)) return;
-        const float twice_log = 2.f * __logf(255.f * s.xyz_opacity[3]);  // -inf at opacity 0, NaN below
-        s.cull_limit = twice_log + 1e-4f * (1.f + fminf(fabsf(twice_log), 1e30f));
-        s.cull_error = 6.6e-8f * rho_f * (4.f * kappa + 32.f);
-        s.cull_iso = (eps_q + 2e-6f) / sigma_min * 1.001f;
-    }
-
-    // One warp's region, once per item (lane 0): the pose, the widened pyramid's world normals.
-    static __device__ CullRegion cull_region(const Params& p, int image, const lpt::PixelBox& box) {
-        CullRegion region;
-        region.origin = make_float4(0.f, 0.f, 0.f, -1.f);  // no bound
-        region.normals[0] = region.normals[1] = region.normals[2] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (!cull_enabled(p)) return region;
-        const long long iid = image;
-        bool pinhole = true;  // OpenCV's model with all coefficients zero computes the perfect pinhole's ray
-        if (p.radial_coeffs != nullptr)
-            for (int i = 0; i < 6; ++i) pinhole = pinhole && p.radial_coeffs[iid * 6 + i] == 0.f;
-        if (p.tangential_coeffs != nullptr)
-            for (int i = 0; i < 2; ++i) pinhole = pinhole && p.tangential_coeffs[iid * 2 + i] == 0.f;
-        if (p.thin_prism_coeffs != nullptr)
-            for (int i = 0; i < 4; ++i) pinhole = pinhole && p.thin_prism_coeffs[iid * 4 + i] == 0.f;
-        if (!pinhole) return region;
-        const float* K = p.Ks + iid * 9;
-        const float fx = K[0], fy = K[4], cx = K[2], cy = K[5];  // gsplat's focal_length and principal_point
-        if (!(fabsf(fx) < 1e30f && fabsf(fy) < 1e30f && fabsf(cx) < 1e30f && fabsf(cy) < 1e30f)) return region;
-        const float ax = __fdiv_rn(__fsub_rn(box.x0, cx), fx), bx = __fdiv_rn(__fsub_rn(box.x1, cx), fx);
-        const float ay = __fdiv_rn(__fsub_rn(box.y0, cy), fy), by = __fdiv_rn(__fsub_rn(box.y1, cy), fy);
-        const float A = fmaxf(fabsf(ax), fabsf(bx)), B = fmaxf(fabsf(ay), fabsf(by));
-        if (!(A + B <= 100.f) || ax != ax || bx != bx || ay != ay || by != by) return region;
-        const float xi = 4e-5f * (1.f + A + B) * (1.f + A + B);
-        const float a0 = fminf(ax, bx) - xi, a1 = fmaxf(ax, bx) + xi, b0 = fminf(ay, by) - xi, b1 = fmaxf(ay, by) + xi;
-        const RollingShutterParameters rs(p.viewmats0 + iid * 16, p.viewmats1 == nullptr ? nullptr : p.viewmats1 + iid * 16);
-        const WorldRay e0 = world_ray<false>(0.f, rs, glm::fvec3(1.f, 0.f, 0.f));
-        const WorldRay e1 = world_ray<false>(0.f, rs, glm::fvec3(0.f, 1.f, 0.f));
-        const WorldRay e2 = world_ray<false>(0.f, rs, glm::fvec3(0.f, 0.f, 1.f));
-        const glm::fvec3 w0 = e0.ray_dir, w1 = e1.ray_dir, w2 = e2.ray_dir, o = e0.ray_org;  // W's columns, o
-        const float g00 = glm::dot(w0, w0), g11 = glm::dot(w1, w1), g22 = glm::dot(w2, w2);
-        const float g01 = fabsf(glm::dot(w0, w1)), g02 = fabsf(glm::dot(w0, w2)), g12 = fabsf(glm::dot(w1, w2));
-        const float eps_w = fmaxf(fabsf(g00 - 1.f) + g01 + g02, fmaxf(fabsf(g11 - 1.f) + g01 + g12,
-                                                                     fabsf(g22 - 1.f) + g02 + g12));
-        if (!(eps_w <= 1e-5f && fabsf(o.x) <= 1e15f && fabsf(o.y) <= 1e15f && fabsf(o.z) <= 1e15f)) return region;
-        glm::fvec3 n[4];  // W (1, 0, -a0), W (-1, 0, a1), W (0, 1, -b0), W (0, -1, b1)
-        n[0] = glm::fvec3(fmaf(-a0, w2.x, w0.x), fmaf(-a0, w2.y, w0.y), fmaf(-a0, w2.z, w0.z));
-        n[1] = glm::fvec3(fmaf(a1, w2.x, -w0.x), fmaf(a1, w2.y, -w0.y), fmaf(a1, w2.z, -w0.z));
-        n[2] = glm::fvec3(fmaf(-b0, w2.x, w1.x), fmaf(-b0, w2.y, w1.y), fmaf(-b0, w2.z, w1.z));
-        n[3] = glm::fvec3(fmaf(b1, w2.x, -w1.x), fmaf(b1, w2.y, -w1.y), fmaf(b1, w2.z, -w1.z));
-#pragma unroll
-        for (int f = 0; f < 4; ++f) n[f] *= rsqrtf(glm::dot(n[f], n[f]));
-        region.origin = make_float4(o.x, o.y, o.z, sqrtf(glm::dot(o, o)));
-        region.normals[0] = make_float4(n[0].x, n[0].y, n[0].z, n[1].x);
-        region.normals[1] = make_float4(n[1].y, n[1].z, n[2].x, n[2].y);
-        region.normals[2] = make_float4(n[2].z, n[3].x, n[3].y, n[3].z);
-        return region;
-    }
-
-    // The test (the argument above): false only where gsplat's alpha is below 1/255 at every pixel of the warp.
-    static __device__ bool may_contribute(const Staged& s, const CullRegion& region) {
-        const float4 origin = region.origin;
-        if (!(origin.w >= 0.f)) return true;  // no bound for this warp
-        const float limit = s.cull_limit;
-        if (!(limit < __int_as_float(0x7f800000))) return true;  // not bounded (+inf, NaN)
-        if (limit < 0.f) return false;                            // never blended
-        const float4 q0 = region.normals[0], q1 = region.normals[1], q2 = region.normals[2];
-        const float n[4][3] = {{q0.x, q0.y, q0.z}, {q0.w, q1.x, q1.y}, {q1.z, q1.w, q2.x}, {q2.y, q2.z, q2.w}};
-        const float rx = origin.x - s.xyz_opacity[0], ry = origin.y - s.xyz_opacity[1], rz = origin.z - s.xyz_opacity[2];
-        const float distance = sqrtf(rx * rx + ry * ry + rz * rz);
-        const gsplat::mat3& M = s.iscl_rot;
-        float inverse_rho2[3];
-#pragma unroll
-        for (int i = 0; i < 3; ++i) inverse_rho2[i] = 1.f / (M[0][i] * M[0][i] + M[1][i] * M[1][i] + M[2][i] * M[2][i]);
-        float pos = 0.f, neg = 0.f;
-#pragma unroll
-        for (int f = 0; f < 4; ++f) {
-            const float numerator = n[f][0] * rx + n[f][1] * ry + n[f][2] * rz;
-            float sum = 0.f;
-#pragma unroll
-            for (int i = 0; i < 3; ++i) {
-                const float q = (M[0][i] * n[f][0] + M[1][i] * n[f][1] + M[2][i] * n[f][2]) * inverse_rho2[i];
-                sum += q * q;
-            }
-            const float t = numerator / (sqrtf(sum) * 1.00001f + s.cull_iso);
-            pos = fmaxf(pos, t);
-            neg = fmaxf(neg, -t);
-        }
-        const float lhs = fminf(pos, neg) * 0.99997f - s.cull_error * (distance + origin.w);
-        return !(lhs > 0.f && lhs * lhs > limit);
-    }
-    static constexpr bool kHasCullBound = true;
+    // No cull bound (see the top of this file): never called, since kHasCullBound is false.
+    static __device__ bool may_contribute(const Staged&, const lpt::PixelBox&) { return true; }
+    static constexpr bool kHasCullBound = false;
 
     // Colours read from global memory per blended Gaussian (lpt_core.cuh, PlainColorAccumulator), in 16-byte
     // loads where CDIM is a multiple of 4 (the front end passes a 16-byte aligned colour array).

@@ -21,10 +21,6 @@
 //     static constexpr bool kHasCullBound;
 //     static bool may_contribute(const Staged&, const PixelBox&);       // conservative: false only if
 //                                                                       // alpha < 1/255 at every pixel centre
-//     struct CullRegion;                                     // optional (absent: PixelBox); with it
-//     static CullRegion cull_region(const Params&, int image, const PixelBox&);  // a warp's data for the cull
-//     static bool may_contribute(const Staged&, const CullRegion&);              // test, once per item
-//     static bool cull_enabled(const Params&);               // optional (absent: true): whether the frame culls
 //     template <unsigned CDIM> struct Accumulator;          // the concept below
 //     static constexpr bool kScaledEvaluation;              // optional (absent: false); with it
 //     static bool scalable(const Staged&);                  // whether scale() leaves evaluate_scaled gsplat's alpha
@@ -529,32 +525,8 @@ __device__ __forceinline__ bool evaluate_alpha(const typename V::Staged& s, cons
     }
 }
 
-// What a warp's cull test reads, once per item (SharedBatch::boxes): the variant's CullRegion where it declares one
-// (3DGUT: the warp's bundle of camera rays, computed from its pixel-centre box), else the box itself.
-template <class V, class = void>
-struct CullRegionOf {
-    using type = PixelBox;
-    static __device__ PixelBox make(const typename V::Params&, int, const PixelBox& box) { return box; }
-};
-template <class V>
-struct CullRegionOf<V, decltype((void)sizeof(typename V::CullRegion))> {
-    using type = typename V::CullRegion;
-    static __device__ type make(const typename V::Params& params, int image, const PixelBox& box) {
-        return V::cull_region(params, image, box);
-    }
-};
-// Whether a frame culls at all (uniform over the launch): V::cull_enabled(params) where the variant declares it.
-template <class V, class = void>
-struct CullEnabled {
-    static __device__ bool check(const typename V::Params&) { return true; }
-};
-template <class V>
-struct CullEnabled<V, decltype((void)V::cull_enabled(*static_cast<const typename V::Params*>(nullptr)))> {
-    static __device__ bool check(const typename V::Params& params) { return V::cull_enabled(params); }
-};
-
 template <class V, bool Scaled>
-__device__ __forceinline__ bool may_reach(const typename V::Staged& s, const typename CullRegionOf<V>::type& box) {
+__device__ __forceinline__ bool may_reach(const typename V::Staged& s, const PixelBox& box) {
     if constexpr (Scaled) {
         return V::may_contribute_scaled(s, box);
     } else {
@@ -590,18 +562,16 @@ struct SharedBatch {
     };
     Entry* entries;   // [Capacity]
     int* gaussians;   // [Capacity]
-    using Region = typename CullRegionOf<V>::type;
-    Region* boxes;    // [kMaxWarps]
+    PixelBox* boxes;  // [kMaxWarps]
 
     static constexpr unsigned kMaxWarps = 32;
     static constexpr unsigned kGaussianBytes = (unsigned)sizeof(typename V::Staged) + 16u + 4u;
     static_assert(sizeof(Entry) == sizeof(typename V::Staged) + 16u, "a staged Gaussian and its colour row, unpadded");
-    static_assert(sizeof(Region) % 16 == 0, "cull regions in 16-byte rows (Python twin: Variant.cull_region_bytes)");
-    static constexpr unsigned kBytes = Capacity * kGaussianBytes + kMaxWarps * (unsigned)sizeof(Region);
+    static constexpr unsigned kBytes = Capacity * kGaussianBytes + kMaxWarps * (unsigned)sizeof(PixelBox);
     __device__ explicit SharedBatch(unsigned char* shared)
         : entries(reinterpret_cast<Entry*>(shared)),
           gaussians(reinterpret_cast<int*>(shared + Capacity * sizeof(Entry))),
-          boxes(reinterpret_cast<Region*>(shared + Capacity * kGaussianBytes)) {}
+          boxes(reinterpret_cast<PixelBox*>(shared + Capacity * kGaussianBytes)) {}
     __device__ typename V::Staged& staged(int i) const { return entries[i].staged; }
     __device__ float4& color(int i) const { return entries[i].color; }
 };
@@ -763,11 +733,9 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
     const unsigned warp_lanes = min(32u, block - (warp << 5));
     const unsigned warp_mask = warp_lanes == 32u ? 0xffffffffu : ((1u << warp_lanes) - 1u);
     const int batch_capacity = (int)min(block * P, Capacity);  // (min(block * P, kMaxBatch): Capacity is at least that)
-    const bool cull = V::kHasCullBound && f.cull != 0 && CullEnabled<V>::check(params);
-    // the warp's pixel centres (or the variant's region built from them), read by its lanes after the first barrier
-    // below
-    if (cull && lane == 0)
-        batch.boxes[warp] = CullRegionOf<V>::make(params, slot.image, warp_box<P>(f, blocks, slot, warp, block));
+    const bool cull = V::kHasCullBound && f.cull != 0;
+    // the warp's pixel centres, read by its lanes after the first barrier below
+    if (cull && lane == 0) batch.boxes[warp] = warp_box<P>(f, blocks, slot, warp, block);
     auto all_done = [&pixel]() { return all_pixels_done<P>(pixel); };
     using Accumulator = typename State::Accumulator;
     // Batches scaled where the variant allows it, in every kernel of it. H200, GPU time x gsplat's blend, every output

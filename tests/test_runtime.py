@@ -112,10 +112,6 @@ def test_blend_shared_bytes_formula():
     assert runtime.blend_shared_bytes(32, 1024) == 256 * 32 + 256 * 16 + 256 * 4 + 32 * 16
     assert runtime.blend_shared_bytes(96, 64) == 64 * 96 + 64 * 16 + 64 * 4 + 32 * 16  # tile size 8
     assert runtime.blend_shared_bytes(32, 32) == 32 * 52 + 32 * 16  # tile sizes up to 5
-    # a variant's own cull regions (3DGUT: 64 bytes per warp)
-    assert runtime.blend_shared_bytes(64, 256, 64) == 256 * 64 + 256 * 16 + 256 * 4 + 32 * 64
-    assert VARIANTS["rasterize_to_pixels_eval3d"].cull_region_bytes == 64
-    assert VARIANTS["rasterize_to_pixels"].cull_region_bytes == VARIANTS["rasterize_to_pixels_2dgs"].cull_region_bytes == 16
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed here")

@@ -56,9 +56,6 @@ class Variant:
     # and any other index only that backward reads (2DGS's median_ids, null with it), alone where their pointers are
     # null, and in that build (write<false>) writes none of them
     no_last_ids_kernel: bool = False
-    # sizeof(lpt::CullRegionOf<traits>::type): what each warp's cull test reads in shared memory (checked at compile
-    # time): the pixel-centre box (16 bytes), or the variant's own CullRegion (3DGUT: its bundle of rays, 64)
-    cull_region_bytes: int = 16
 
     @functools.cached_property  # (read on every call)
     def chunks_compose(self) -> bool:
@@ -90,9 +87,7 @@ class Variant:
 
     def extra_checks(self) -> str:
         return (f'static_assert(sizeof({self.traits}::Staged) == {self.staged_bytes}, '
-                f'"{self.traits}::Staged: size differs from the Variant record (gsplat_lpt)");\n'
-                f'static_assert(sizeof(lpt::CullRegionOf<{self.traits}>::type) == {self.cull_region_bytes}, '
-                f'"{self.traits}: cull region size differs from the Variant record (gsplat_lpt)");\n')
+                f'"{self.traits}::Staged: size differs from the Variant record (gsplat_lpt)");\n')
 
 
 def fast_math_options() -> Tuple[str, ...]:

@@ -409,7 +409,6 @@ VARIANT = register(Variant(
     kernel_source="blend_3dgut.cu",
     traits="Gaussian3DGUT",
     staged_bytes=64,
-    cull_region_bytes=64,  # Gaussian3DGUT::CullRegion: the warp's ray origin and four face normals
     params_struct=Params3DGUT,
     outputs_struct=Outputs3DGUT,
     partial_floats=lambda channels: channels,
