@@ -63,7 +63,6 @@ def fisheye_rig_frame(recipe, width, height, scale, rolling=True):
 
 def measure(label, frame, runs, pixels=()):
     configs = {"lpt": ("lpt", LPTConfig(mode="lpt")), "auto": ("auto", LPTConfig(mode="auto")),
-               "lpt-nocull": ("lpt", LPTConfig(mode="lpt", cull=False)),  # (the cull's gain where the camera has one)
                **{f"lpt-{p}px": ("lpt", LPTConfig(mode="lpt", pixels_per_thread=p)) for p in pixels}}
     measured = measure_blend(frame, configs, repeats=runs, compare=lambda outputs, reference: {
         "max_diff": float((outputs[0] - reference[0]).abs().max())})
