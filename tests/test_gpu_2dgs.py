@@ -229,10 +229,12 @@ def test_kernels_without_ids_render_the_same_floats(case, pixels, mode, monkeypa
     rasterizers = {(v.name, w): rasterizer_for(v, w, tile_size, frame["means2d"].device) for v, w in builds}
     launched = record_persistent_launches(rasterizers.values(), monkeypatch)  # (one frame run per slice)
     with_ids, plan = ours_forward(frame, config, backgrounds)
+    plan.snapshot()  # (its report, read after later frames)
     two = plan.report()["pixels_per_thread"] == 2  # (forced where built: channels <= 8)
     assert two == (pixels == 2 and channels <= surfel2d.TWO_PIXEL_MAX_CHANNELS_2DGS)
     assert launched == [(two, True, "last_ids")] * len(builds)
     without, lean_plan = ours_forward(frame, config, backgrounds, with_last_ids=False)
+    lean_plan.snapshot()
     assert without["last_ids"] is None and without["median_ids"] is None
     assert launched[len(builds):] == [(two, False, "no last_ids")] * len(builds)
     for key in FLOAT_OUTPUTS:

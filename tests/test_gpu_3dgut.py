@@ -340,8 +340,10 @@ def test_kernels_without_last_ids_render_the_same_floats(case, mode, monkeypatch
     launched = record_persistent_launches([rasterizer_for(VARIANT, 3, frame["tile_size"], frame["means"].device)],
                                           monkeypatch)
     colors, alphas, last_ids, plan = ours_forward(frame, config, backgrounds)
+    plan.snapshot()  # (its report, read after later frames)
     assert last_ids is not None and launched == [(False, True, "last_ids")]
     lean_colors, lean_alphas, no_ids, lean_plan = ours_forward(frame, config, backgrounds, with_last_ids=False)
+    lean_plan.snapshot()
     assert no_ids is None and launched[1:] == [(False, False, "no last_ids")]
     assert torch.equal(lean_colors, colors) and torch.equal(lean_alphas, alphas)
     for report in (plan.report(), lean_plan.report()):
