@@ -100,6 +100,37 @@ def test_plan_kernels_apply_the_chunked_cost_floor(path, monkeypatch, own_stream
 
 
 @pytest.mark.parametrize("path", ["cluster", "grid"])
+@pytest.mark.parametrize("floor, wanted_h", [(0.0, 2046), (0.5, 1800), (0.6, 1582)])
+def test_plan_kernels_apply_the_floor_past_one_pass_of_the_cta(floor, wanted_h, path, monkeypatch, own_stream):
+    """The floor's prefix sum of the head's costs over more than one pass of the plan's CTA (h up to 2047, 1024
+    threads): Eq. (6) (lambda 0) prefers every deeper h here, so the deepest h the floor allows decides, past the
+    first 1024; the GPU's choice, within the partial buffers and unbounded (wanted h k), is the oracle's. (The plan
+    is told the rasterizer has no two-pixel kernel, as for feature maps: with one, every candidate deeper than about
+    1,100 items would be short enough for two pixels and stay in the search whatever the floor.)"""
+    counts = torch.full((8160,), 1000, dtype=torch.int32)
+    counts[0] = 100_000
+    counts[1:2101] = torch.linspace(19000, 2000, 2100).to(torch.int32)
+    offsets, total = counts_offsets(counts)
+    rasterizer = plan_rasterizer(path, monkeypatch)
+    if rasterizer.concurrent_ctas != 792:
+        pytest.skip("the frame is shaped for K = 792 (an H200)")
+    monkeypatch.setattr(rasterizer, "two_pixels", False)  # (this test only plans)
+    inter = runtime.Intersections(offsets.cuda(), torch.zeros(total, dtype=torch.int32, device="cuda"), None, 1,
+                                  8160, 1, 1, 8160, 1, 1)
+    config = LPTConfig(overhead_lambda=0.0, imbalance_beta=1.0, min_gain=0.0, heavy_item_pace=1.0,
+                       chunked_cost_floor=floor, max_chunked_tiles=2047, saturation_feedback=False, chunk_counts=(64,))
+    report = rasterizer.plan(inter, config).report()
+    oracle = plan_schedule(offsets, total, 792, config, capacity=rasterizer.workspace(
+        runtime.current_stream_handle(torch.cuda.current_device())).chunk_units,
+        two_pixel_chunked_max=oracle_two_pixel_chunked_max(rasterizer))
+    assert oracle.choice.wanted_chunk_units == wanted_h * 64 and oracle.head == 2047
+    schedule = rasterizer.workspace(runtime.current_stream_handle(torch.cuda.current_device())).schedule.tolist()
+    assert schedule[constants.SCHEDULE["wanted_chunk_units"]] == oracle.choice.wanted_chunk_units
+    assert (report["chunked_tiles"], report["chunk_count"]) == (oracle.choice.chunked_tiles, oracle.choice.chunk_count)
+    assert report["predicted_cost"] == oracle.choice.predicted_cost
+
+
+@pytest.mark.parametrize("path", ["cluster", "grid"])
 def test_plan_kernels_raise_the_two_pixel_bound_with_many_items_per_cta(path, monkeypatch, own_stream):
     """lpt, 3DGS colours: a frame whose heaviest item is 1.5 times the mean work per CTA (between the two bounds, 1.4
     and 1.6) asks for two pixels per thread where it has at least constants.TWO_PIXEL_MANY_ITEMS_PER_CTA non-empty
