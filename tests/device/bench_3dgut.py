@@ -1,6 +1,8 @@
 """3DGUT benchmark on a GPU: gsplat's eval3d blend (`rasterize_to_pixels_eval3d`, its own kernel) against ours
-in modes lpt and auto, on a balanced frame and on a driving rig seen through fisheye cameras (imbalanced: faint
-structure stacked in depth at the vanishing point), with rolling shutter as a moving car has it.
+in modes lpt and auto, on a balanced frame and on a driving rig seen through fisheye cameras (faint structure
+stacked in depth at the vanishing point), with rolling shutter as a moving car has it; with --ladder, also the
+imbalanced ladder scenes of bench_core.py through one pinhole camera each (their heavy tiles chunked in auto),
+and with --street several recipes, each scene's fisheye rig.
 
 Projection and timing are the library's, as `gsplat-lpt bench --variant 3dgut` runs them
 (`gsplat_lpt.tools.frame.project_frame_3dgut`, gsplat's unscented-transform projection;
@@ -10,6 +12,7 @@ and the largest difference from gsplat. The first call of ours is timed separate
 with nvcc (or loads them from CuPy's cache).
 
     python3 tests/device/bench_3dgut.py [--width 1920 --height 1080 --scale 1.0 --runs 21 --out DIR]
+        [--ladder street severe extreme veil fog] [--street street severe]
 """
 
 from __future__ import annotations
@@ -40,6 +43,14 @@ def balanced_frame(width, height, scale):
                                                          scene.colors, viewmats, Ks, width, height)
 
 
+def ladder_frame(recipe, width, height, scale):
+    """A ladder scene of bench_core.py (its camera of frame 0) through 3DGUT's pinhole projection."""
+    scene = make_scene(recipe, frames=1, width=width, height=height, scale=scale).to("cuda")
+    viewmats, Ks = scene.frame_cameras(0)
+    return f"ladder {recipe}, pinhole", project_frame_3dgut(scene.means, scene.quats, scene.scales, scene.opacities,
+                                                          scene.colors, viewmats, Ks, width, height)
+
+
 def fisheye_rig_frame(recipe, width, height, scale, rolling=True):
     """Three fisheye cameras of a car on the street scene (front and front corners), ~190 degrees across the
     diagonal, mild OpenCV fisheye distortion; with rolling shutter, the car moves 0.3 m during the readout."""
@@ -61,9 +72,11 @@ def fisheye_rig_frame(recipe, width, height, scale, rolling=True):
                                       camera_model="fisheye", camera=camera)
 
 
-def measure(label, frame, runs, pixels=()):
+def measure(label, frame, runs, pixels=(), fixed=()):
     configs = {"lpt": ("lpt", LPTConfig(mode="lpt")), "auto": ("auto", LPTConfig(mode="auto")),
-               **{f"lpt-{p}px": ("lpt", LPTConfig(mode="lpt", pixels_per_thread=p)) for p in pixels}}
+               **{f"lpt-{p}px": ("lpt", LPTConfig(mode="lpt", pixels_per_thread=p)) for p in pixels},
+               **{f"fixed({rho},{k})": ("fixed", LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k))
+                  for rho, k in fixed}}
     measured = measure_blend(frame, configs, repeats=runs, compare=lambda outputs, reference: {
         "max_diff": float((outputs[0] - reference[0]).abs().max())})
     row = {"frame": label, "images": int(frame.viewmats.shape[0]), "gaussians": int(frame.means.shape[0]),
@@ -84,17 +97,25 @@ def main(argv=None) -> int:
     parser.add_argument("--height", type=int, default=1080)
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies every Gaussian count of the scenes")
     parser.add_argument("--runs", type=int, default=21)
-    parser.add_argument("--street", default="street", help="street recipe of the rig frame (mild .. extreme)")
+    parser.add_argument("--street", nargs="+", default=["street"],
+                        help="scene recipes of the fisheye rig frames (mild .. extreme), each with and without rolling "
+                             "shutter")
+    parser.add_argument("--ladder", nargs="*", default=[],
+                        help="ladder scenes (street, severe, extreme, veil, fog, ...) through one pinhole camera each")
     parser.add_argument("--out", type=Path, help="folder for bench_3dgut.json")
+    parser.add_argument("--fixed", nargs="*", default=[], metavar="RHO,K",
+                        help="also mode fixed with these (heavy_ratio, chunk_count), e.g. 0.005,32")
     parser.add_argument("--pixels", nargs="*", type=int, default=[],
                         help="also lpt with this many pixels per thread forced (lpt-1px, lpt-2px)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("bench_3dgut needs a CUDA device")
 
-    frames = [balanced_frame(args.width, args.height, args.scale),
-              fisheye_rig_frame(args.street, args.width, args.height, args.scale, rolling=False),
-              fisheye_rig_frame(args.street, args.width, args.height, args.scale, rolling=True)]
+    frames = [balanced_frame(args.width, args.height, args.scale)]
+    for recipe in args.street:
+        frames += [fisheye_rig_frame(recipe, args.width, args.height, args.scale, rolling=False),
+                   fisheye_rig_frame(recipe, args.width, args.height, args.scale, rolling=True)]
+    frames += [ladder_frame(recipe, args.width, args.height, args.scale) for recipe in args.ladder]
     # first call: compiles the 3DGUT kernels with nvcc (CuPy caches them on disk for later processes)
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -102,7 +123,8 @@ def main(argv=None) -> int:
     torch.cuda.synchronize()
     first_call_s = time.perf_counter() - start
 
-    rows = [measure(label, frame, args.runs, args.pixels) for label, frame in frames]
+    fixed = [(float(rho), int(k)) for rho, k in (item.split(",") for item in args.fixed)]
+    rows = [measure(label, frame, args.runs, args.pixels, fixed) for label, frame in frames]
     print(f"\n3DGUT blend (rasterize_to_pixels_eval3d), {args.width}x{args.height}, median of {args.runs} runs, "
           f"{torch.cuda.get_device_name()}")
     print(f"first call of ours (nvcc compile or CuPy cache): {first_call_s:.1f} s\n")
@@ -116,7 +138,9 @@ def main(argv=None) -> int:
               f"{r['auto_ms']:7.2f} {r['gsplat_ms'] / r['auto_ms']:5.2f} {str(r['auto_chunks']):>9s} "
               f"{r['lpt_max_diff']:8.1e} {min(r['auto_psnr'], 999):7.1f}"
               + "".join(f"  {p}px {r['gsplat_ms'] / r[f'lpt-{p}px_ms']:.2f}x (diff {r[f'lpt-{p}px_max_diff']:.1e})"
-                        for p in args.pixels))
+                        for p in args.pixels)
+              + "".join(f"  fixed({rho},{k}) {r['gsplat_ms'] / r[f'fixed({rho},{k})_ms']:.2f}x {r[f'fixed({rho},{k})_chunks']}"
+                        for rho, k in fixed))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "bench_3dgut.json").write_text(json.dumps(
