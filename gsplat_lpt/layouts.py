@@ -49,6 +49,7 @@ class FrameArgs(ctypes.Structure):
         ("tile_size", ctypes.c_uint32),
         ("tile_width", ctypes.c_uint32),
         ("tile_height", ctypes.c_uint32),
+        ("latency_companion", ctypes.c_int32),  # 1: the persistent kernel beside its latency-bound build
     ]
 
 

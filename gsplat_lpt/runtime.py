@@ -281,6 +281,9 @@ class Rasterizer:
             names += (variant.no_last_ids_kernel_name(channels, self.max_threads),)
             if self.two_pixels:
                 names += (variant.no_last_ids_kernel_name(channels, self.max_threads // 2, 2),)
+        latency_builds = variant.latency_bound_build and variant.no_last_ids_kernel
+        if latency_builds:
+            names += variant.latency_bound_kernel_names(channels, self.max_threads)
         kernels = list(compile_kernels(variant.kernel_source, names, variant.kernel_structs(),
                                        variant.extra_checks() + exports, device_index, variant.compile_backend,
                                        variant.compile_options()))
@@ -288,6 +291,7 @@ class Rasterizer:
         self.persistent_two = kernels.pop(0) if self.two_pixels else None
         self.persistent_no_last_ids = kernels.pop(0) if variant.no_last_ids_kernel else None
         self.persistent_two_no_last_ids = kernels.pop(0) if variant.no_last_ids_kernel and self.two_pixels else None
+        self.latency_bound = (kernels.pop(0), kernels.pop(0)) if latency_builds else ()  # (with last_ids, without)
         self.plan_costs, self.plan_order, cluster = plan_kernels(device_index)
         self._plan_costs, self._plan_order = self.plan_costs.kernel.ptr, self.plan_order.kernel.ptr
         # the one-launch plan: (largest frame in items, kernel); none without clusters (or should the build not
@@ -304,7 +308,7 @@ class Rasterizer:
                 f"{tile_size}; this GPU allows {limit}: use a smaller tile_size")
         if self.shared_bytes > 48 * 1024:
             for kernel in (self.persistent, self.chunk, self.persistent_two, self.persistent_no_last_ids,
-                           self.persistent_two_no_last_ids):
+                           self.persistent_two_no_last_ids, *self.latency_bound):
                 if kernel is not None:
                     kernel.max_dynamic_shared_size_bytes = self.shared_bytes
         self.concurrent_ctas = self._concurrent_ctas(self.persistent, self.block)
@@ -337,6 +341,14 @@ class Rasterizer:
             if lean is not None and self._concurrent_ctas(lean, block) == ctas:
                 lean_behind = behind and DependentLaunch(lean.kernel.ptr, block, self.shared_bytes)
                 self._persistent_launches[two, False] = (lean.kernel.ptr, ctas, block, lean_behind)
+        # an unchunked frame of one pixel per thread: the build for latency-bound frames launched first, by whether the
+        # call keeps last_ids (each build returns at once on the other kind of frame; kernels/lpt_core.cuh), where
+        # both hold as many CTAs on the GPU as the usual build
+        self._latency_bound_launches = {}
+        if self.latency_bound and all(self._concurrent_ctas(k, self.block) == self.concurrent_ctas
+                                      for k in self.latency_bound):
+            self._latency_bound_launches = {True: self.latency_bound[0].kernel.ptr,
+                                            False: self.latency_bound[1].kernel.ptr}
         self.slot_floats = variant.partial_floats(channels) + 1
         # (before compute capability 9.0) the chunk kernel's stream, at a higher priority: where both kernels'
         # CTAs wait for SM room, the scheduler prefers the chunks' (it does not order the launches themselves)
@@ -481,8 +493,12 @@ class Rasterizer:
         arguments = ws.frame_arguments
         arguments[1], arguments[2] = ctypes.addressof(params), ctypes.addressof(outputs)
 
-        persistent, ctas, block, behind = self._persistent_launches[ws.plan_args.two_pixels == 2,
-                                                                    bool(getattr(outputs, "last_ids", 1))]
+        two, keeps_last_ids = ws.plan_args.two_pixels == 2, bool(getattr(outputs, "last_ids", 1))
+        persistent, ctas, block, behind = self._persistent_launches[two, keeps_last_ids]
+        latency_bound = None if plan.chunk_kernel or two else self._latency_bound_launches.get(keeps_last_ids)
+        f.latency_companion = latency_bound is not None
+        if latency_bound is not None:
+            _launch(latency_bound, min(ctas, inter.num_items), block, self.shared_bytes, main, arguments)
         if plan.chunk_kernel and plan.config.co_execute and behind is not None:
             # one stream: the chunk kernel, then the LPT kernel, allowed to start as soon as every chunk CTA is
             # resident (each LPT CTA waits for the chunk kernel before it exits)

@@ -132,6 +132,7 @@ struct FrameArgs {
     int warp_blocks;  // 8 x 4 blocks of pixel groups per warp (else rows): bit P - 1 in the persistent kernel of P
                       // pixels per thread, bit 2 in the chunk kernel, bit 3 in the persistent kernel of a chunked frame
     unsigned image_width, image_height, tile_size, tile_width, tile_height;
+    int latency_companion;  // 1: the frame's persistent kernel was launched beside its latency-bound build (below)
 };
 
 // Where thread `thread_rank` of a CTA working on item (image * tiles_per_image + tile) sits.
@@ -511,6 +512,9 @@ struct RewalkPixel {
 // none): the one-pixel kernels evaluate two before blending them, and the two-pixel kernels with T's sign step
 // two per iteration. See blend_range.
 LPT_OPTIONAL_FLAG(PairsEvaluations, kPairedEvaluation, false)
+// Whether a variant has a second build of its one-pixel persistent kernel for latency-bound frames (its
+// kLatencyBoundBuild, false where it declares none): see lpt_persistent_blend.
+LPT_OPTIONAL_FLAG(HasLatencyBoundBuild, kLatencyBoundBuild, false)
 
 // Whether a variant stages batches scaled where it can (its kScaledEvaluation; false where it declares none).
 LPT_OPTIONAL_FLAG(ScalesEvaluation, kScaledEvaluation, false)
@@ -602,7 +606,7 @@ __device__ __forceinline__ bool all_pixels_done(const State (&pixel)[P]) {
 
 // The walk over one staged batch (blend_range): each warp's marked Gaussians, in the batch's form (Scaled: the
 // variant's scaled evaluation, kScaledEvaluation).
-template <class V, unsigned P, bool Scaled, class State, unsigned Capacity>
+template <class V, unsigned P, bool Scaled, bool Paired, class State, unsigned Capacity>
 __device__ __forceinline__ void walk_batch(const typename V::Params& params, const SharedBatch<V, Capacity>& batch,
                                            int batch_start, int count, const typename V::Pixel (&pixel_ctx)[P],
                                            State (&pixel)[P], bool cull, unsigned warp, unsigned lane,
@@ -640,7 +644,7 @@ __device__ __forceinline__ void walk_batch(const typename V::Params& params, con
     // does not depend on T: two independent chains of arithmetic for the scheduler), then the blends in
     // order, the second skipped if the first saturated the pixel: gsplat's sequence, each Gaussian's
     // arithmetic unchanged.
-    constexpr bool kPaired = P == 1 && PairsEvaluations<V>::value;
+    constexpr bool kPaired = P == 1 && (PairsEvaluations<V>::value || Paired);
     // Several pixels with T's sign (a done pixel blends nothing, untested): two marked Gaussians per iteration of
     // the culled walk and one test whether the thread's pixels are all done (3DGS, two-pixel kernel: 71 -> 68.5
     // instructions per Gaussian; H200, GPU time x gsplat's blend: bonsai orbit 1.92x -> 1.94x, balanced room 1.59x
@@ -722,7 +726,7 @@ __device__ __forceinline__ void walk_batch(const typename V::Params& params, con
 // `blocks`: the warps' pixels are 8 x 4 blocks (pixel_rank), which the cull box follows.
 // Returns true when stopped by that flag; stop_position is where the CTA stopped in flatten_ids.
 // State is the pixel's walk: PixelBlend, or RewalkPixel for a composite's re-walk (members done() and blend()).
-template <class V, unsigned P, class State, unsigned Capacity>
+template <class V, unsigned P, bool Paired = false, class State, unsigned Capacity>
 __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params, const SharedBatch<V, Capacity>& batch,
                             int range_start, int range_end, const typename V::Pixel (&pixel_ctx)[P],
                             const PixelSlot& slot, bool blocks, State (&pixel)[P], const int* saturation_flag,
@@ -807,13 +811,13 @@ __device__ bool blend_range(const FrameArgs& f, const typename V::Params& params
         // the batch walked in its form (one form where nothing is scaled)
         if constexpr (kScales) {
             if (scaled) {
-                walk_batch<V, P, true>(params, batch, batch_start, count, pixel_ctx, pixel, cull, warp, lane,
-                                       warp_lanes, warp_mask);
+                walk_batch<V, P, true, Paired>(params, batch, batch_start, count, pixel_ctx, pixel, cull, warp, lane,
+                                               warp_lanes, warp_mask);
                 continue;
             }
         }
-        walk_batch<V, P, false>(params, batch, batch_start, count, pixel_ctx, pixel, cull, warp, lane, warp_lanes,
-                                warp_mask);
+        walk_batch<V, P, false, Paired>(params, batch, batch_start, count, pixel_ctx, pixel, cull, warp, lane,
+                                        warp_lanes, warp_mask);
     }
     stop_position = range_end;
     return false;
@@ -892,12 +896,25 @@ __device__ inline bool launched_with_enough_shared_memory(const FrameArgs& f) {
 // (3DGS, 3 channels, ptxas sm_90: the two-pixel walk's iteration of two Gaussians 127 -> 121 instructions, the
 // one-pixel walk's of two 113 -> 110), and the accumulator's write<false> writes no other index only the backward
 // reads (2DGS's median_ids: nor does any pixel keep that index). Every other output is the same floats.
-template <class V, unsigned CDIM, unsigned P, unsigned MaxThreads, bool WritesLastIds = true>
+// LatencyBound: a variant's build for latency-bound frames (HasLatencyBoundBuild, one pixel per thread): its walk
+// evaluates two Gaussians before blending them. A frame is latency-bound where nothing is chunked and its heaviest
+// item outlasts the mean work per CTA ROWS_MIN_IMBALANCE times over (the plan's persistent_rows word): that item ends
+// alone on its SM, with a few warps to hide each Gaussian's latency, and two independent evaluations per iteration
+// hide more of it. Elsewhere, with the SMs full, the paired walk is slower (its registers). The runtime launches both
+// builds of an unchunked frame (FrameArgs.latency_companion), the latency-bound one first; each returns at once on the
+// other kind of frame, read from the plan's words, so the frame costs one nearly empty grid more and no host wait.
+template <class V, unsigned CDIM, unsigned P, unsigned MaxThreads, bool WritesLastIds = true, bool LatencyBound = false>
 __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Params& params,
                                      const typename V::Outputs& out) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     __shared__ int broadcast;
     using Batch = SharedBatch<V, BatchCapacity<MaxThreads, P>::value>;
+    if constexpr (HasLatencyBoundBuild<V>::value && P == 1) {
+        if (LatencyBound || f.latency_companion != 0) {
+            const bool latency_bound = f.schedule[LPT_WORD_PERSISTENT_ROWS] != 0 && f.schedule[LPT_WORD_CHUNKED_TILES] == 0;
+            if (latency_bound != LatencyBound) return;  // the other build blends this frame
+        }
+    }
     if (!launched_with_enough_shared_memory<Batch>(f)) return;
     const Batch batch(shared_bytes);
     const int chunked_tiles = f.schedule[LPT_WORD_CHUNKED_TILES];
@@ -930,8 +947,8 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
         int range_start = 0, range_end = 0, stop_position = 0;
         if (!invalid_frame && !masked) {  // gsplat renders the background on masked-out tiles
             item_range(f, item, range_start, range_end);
-            blend_range<V, P>(f, params, batch, range_start, range_end, pixel_ctx, slots[0], blocks, pixels, nullptr,
-                              0, stop_position);
+            blend_range<V, P, LatencyBound>(f, params, batch, range_start, range_end, pixel_ctx, slots[0], blocks,
+                                            pixels, nullptr, 0, stop_position);
         }
 #pragma unroll
         for (unsigned p = 0; p < P; ++p)
@@ -1240,4 +1257,19 @@ struct ResidentCtas {
             const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
         lpt::lpt_persistent_blend<VARIANT, CDIM, PIXELS, MAX_THREADS, false>(frame, params, outputs);         \
         lpt::wait_for_preceding_grids();                                                                      \
+    }
+
+// ... and a variant's builds of its persistent kernel for latency-bound frames, with and without last_ids
+// (lpt_persistent_blend_latency_<SUFFIX>_<CDIM>_<MAX_THREADS>_1, lpt_persistent_blend_latency_no_last_ids_...), for
+// variants that declare kLatencyBoundBuild (gsplat_lpt.variants.Variant.latency_bound_build).
+#define LPT_EXPORT_LATENCY_BOUND_KERNELS(SUFFIX, VARIANT, CDIM, MAX_THREADS)                                   \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS, (lpt::ResidentCtas<VARIANT, CDIM, 1, MAX_THREADS>::value)) \
+        lpt_persistent_blend_latency_##SUFFIX##_##CDIM##_##MAX_THREADS##_1(                                   \
+            const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
+        lpt::lpt_persistent_blend<VARIANT, CDIM, 1, MAX_THREADS, true, true>(frame, params, outputs);         \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS, (lpt::ResidentCtas<VARIANT, CDIM, 1, MAX_THREADS>::value)) \
+        lpt_persistent_blend_latency_no_last_ids_##SUFFIX##_##CDIM##_##MAX_THREADS##_1(                       \
+            const lpt::FrameArgs frame, const VARIANT::Params params, const VARIANT::Outputs outputs) {       \
+        lpt::lpt_persistent_blend<VARIANT, CDIM, 1, MAX_THREADS, false, true>(frame, params, outputs);        \
     }

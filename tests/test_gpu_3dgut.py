@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import gsplat_lpt
-from gsplat_lpt import LPTConfig
+from gsplat_lpt import LPTConfig, constants
 from gsplat_lpt.hook import original
 from helpers import record_persistent_launches
 
@@ -261,6 +261,30 @@ def test_lpt_matches_gsplat_exactly(case, seed, with_background):
     assert (colors - ref_colors).abs().max().item() <= 1e-6
     assert (alphas - ref_alphas).abs().max().item() <= 1e-6
     assert torch.equal(last_ids, ref_last)
+
+
+@pytest.mark.parametrize("with_last_ids", [True, False], ids=["last-ids", "no-last-ids"])
+def test_latency_bound_frames_take_their_own_build(with_last_ids):
+    """An unchunked frame whose heaviest item outlasts the mean work per CTA ROWS_MIN_IMBALANCE times over (the plan's
+    persistent_rows word) is blended by the persistent kernel's build for latency-bound frames (its walk evaluates
+    two Gaussians before blending them), any other by the usual build; both builds are launched, and on either kind
+    of frame the outputs are gsplat's as test_lpt_matches_gsplat_exactly bounds them (last_ids bit for bit)."""
+    heavy = case_frame(CASE["pinhole-heavy-tile"])
+    viewmats, Ks, camera = make_camera("pinhole", (), 1, 640, 384)
+    even = project(random_gaussians(100000, seed=5), viewmats, Ks, camera, 640, 384)
+    kinds = []
+    for frame in (heavy, even):
+        ref_colors, ref_alphas, ref_last = gsplat_forward(frame)
+        colors, alphas, last_ids, plan = ours_forward(frame, LPTConfig(mode="lpt"), with_last_ids=with_last_ids)
+        assert plan.rasterizer._latency_bound_launches, "3DGUT has builds for latency-bound frames"
+        schedule = plan.workspace.schedule.cpu()
+        assert schedule[constants.SCHEDULE["chunked_tiles"]] == 0
+        kinds.append(bool(schedule[constants.SCHEDULE["persistent_rows"]]))
+        assert (colors - ref_colors).abs().max().item() <= 1e-6
+        assert (alphas - ref_alphas).abs().max().item() <= 1e-6
+        if with_last_ids:
+            assert torch.equal(last_ids, ref_last)
+    assert kinds == [True, False]
 
 
 def test_pixels_without_a_valid_ray_blend_nothing():

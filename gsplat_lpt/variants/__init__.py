@@ -56,6 +56,9 @@ class Variant:
     # and any other index only that backward reads (2DGS's median_ids, null with it), alone where their pointers are
     # null, and in that build (write<false>) writes none of them
     no_last_ids_kernel: bool = False
+    # (with no_last_ids_kernel; the kernel traits declare kLatencyBoundBuild) builds of the one-pixel persistent kernel
+    # for latency-bound frames, with and without last_ids, launched beside the usual build of every unchunked frame
+    latency_bound_build: bool = False
 
     @functools.cached_property  # (read on every call)
     def chunks_compose(self) -> bool:
@@ -78,12 +81,23 @@ class Variant:
         """The extern "C" name of its persistent kernel that keeps no last_ids (where no_last_ids_kernel)."""
         return f"lpt_persistent_blend_no_last_ids_{self.name}_{channels}_{max_threads}_{pixels}"
 
+    def latency_bound_kernel_names(self, channels: int, max_threads: int) -> Tuple[str, str]:
+        """The extern "C" names of its builds for latency-bound frames (with last_ids, without; where
+        latency_bound_build)."""
+        return (f"lpt_persistent_blend_latency_{self.name}_{channels}_{max_threads}_1",
+                f"lpt_persistent_blend_latency_no_last_ids_{self.name}_{channels}_{max_threads}_1")
+
     def export_line(self, channels: int, max_threads: int, pixels: int = 1) -> str:
         """The lines appended to its source that instantiate those kernels (kernels/lpt_core.cuh), with the
-        persistent kernel that keeps no last_ids where the variant has one."""
+        persistent kernel that keeps no last_ids, and with one pixel per thread the builds for latency-bound frames,
+        where the variant has them."""
         args = f"{self.name}, {self.traits}, {channels}, {max_threads}, {pixels}"
         line = f"LPT_EXPORT_KERNELS({args})\n"
-        return line + f"LPT_EXPORT_NO_LAST_IDS_KERNEL({args})\n" if self.no_last_ids_kernel else line
+        if self.no_last_ids_kernel:
+            line += f"LPT_EXPORT_NO_LAST_IDS_KERNEL({args})\n"
+        if self.latency_bound_build and pixels == 1:
+            line += f"LPT_EXPORT_LATENCY_BOUND_KERNELS({self.name}, {self.traits}, {channels}, {max_threads})\n"
+        return line
 
     def extra_checks(self) -> str:
         return (f'static_assert(sizeof({self.traits}::Staged) == {self.staged_bytes}, '

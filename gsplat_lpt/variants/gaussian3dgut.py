@@ -418,4 +418,5 @@ VARIANT = register(Variant(
     compile_backend="nvcc",
     compile_options=compile_options,
     no_last_ids_kernel=True,  # (PlainColorAccumulator's write leaves a null last_ids alone)
+    latency_bound_build=True,  # (kernels/blend_3dgut.cu, kLatencyBoundBuild)
 ))

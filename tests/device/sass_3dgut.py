@@ -14,7 +14,7 @@ builds with), torch's headers and the installed gsplat. It compiles
 dumps both with cuobjdump -sass and compares the float dataflow (tests/sass_dataflow.py) of everything the
 alphas depend on (the ancestors of MUFU.EX2: the camera models, the pose, the world ray, the staged
 Gaussian and the response) in gsplat's 3-channel kernel and each of our persistent lpt kernels (the build with
-last_ids, and the one without them that inference calls run):
+last_ids, the one without them that inference calls run, and both builds for latency-bound frames):
 
 - "exact": the nodes (whole expression trees through control-flow merges) only one kernel has, where the
   two first part;
@@ -194,6 +194,8 @@ def main(argv) -> int:
     from gsplat_lpt.variants.gaussian3dgut import VARIANT, Params3DGUT
 
     our_kernels = [VARIANT.kernel_names(3, args.threads)[0], VARIANT.no_last_ids_kernel_name(3, args.threads)]
+    if VARIANT.latency_bound_build:  # (the builds for latency-bound frames, whose walk pairs the evaluations)
+        our_kernels += list(VARIANT.latency_bound_kernel_names(3, args.threads))
     work = Path(tempfile.mkdtemp(prefix="sass_3dgut_")) if args.keep is None else args.keep
     work.mkdir(parents=True, exist_ok=True)
 
