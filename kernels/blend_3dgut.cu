@@ -350,8 +350,9 @@ struct Gaussian3DGUT {
     static __device__ bool may_contribute(const Staged&, const lpt::PixelBox&) { return true; }
     static constexpr bool kHasCullBound = false;
     // A second build of the one-pixel persistent kernel for latency-bound frames (lpt_core.cuh, lpt_persistent_blend),
-    // whose walk evaluates two Gaussians before blending them (H200, lpt, x gsplat's blend: ladder veil 0.93x -> 1.12x,
-    // fog 0.90x -> 1.09x; the paired walk on every frame took the fisheye rig at imbalance 0.5 from 1.47x to 1.33x).
+    // whose walk evaluates two Gaussians before blending them (H200, lpt, x gsplat's blend: ladder veil 0.94x -> 1.13x,
+    // fog 0.91x -> 1.09x; the paired walk on every frame had taken the fisheye rig with rolling shutter, imbalance
+    // 0.5, from 1.47x to 1.33x).
     static constexpr bool kLatencyBoundBuild = true;
 
     // Colours read from global memory per blended Gaussian (lpt_core.cuh, PlainColorAccumulator), in 16-byte
