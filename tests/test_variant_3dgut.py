@@ -284,7 +284,8 @@ def _compile(tmp_path, source: str) -> subprocess.CompletedProcess:
 @nvcc
 def test_source_compiles_with_nvcc_against_gsplats_headers(tmp_path):
     """As the runtime compiles it (CuPy's nvcc backend): constants, layout checks and probe, several
-    channel counts and CTA sizes in one module, each with its persistent kernel that keeps no last_ids."""
+    channel counts and CTA sizes in one module, each with its persistent kernel that keeps no last_ids and its two
+    builds for latency-bound frames."""
     variant = VARIANTS[FUNCTION]
     exports = "".join(variant.export_line(c, t) for c, t in ((3, 256), (1, 64), (4, 1024), (32, 256)))
     source = runtime.kernel_source(variant.kernel_source, variant.kernel_structs(), variant.extra_checks() + exports)
@@ -296,6 +297,8 @@ def test_source_compiles_with_nvcc_against_gsplats_headers(tmp_path):
         assert name.encode() in cubin
     for channels, threads in ((32, 256), (1, 64)):
         assert variant.no_last_ids_kernel_name(channels, threads).encode() in cubin
+        for name in variant.latency_bound_kernel_names(channels, threads):
+            assert name.encode() in cubin
 
 
 @nvcc
