@@ -188,6 +188,13 @@ class BlendMeasurement:
     extras: Dict[str, Dict[str, Any]]  # label -> what `compare` returned
 
 
+def _finished(outputs) -> None:
+    """Waits for the GPU work of a call's outputs (nothing for CPU tensors)."""
+    first = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+    if isinstance(first, torch.Tensor) and first.is_cuda:
+        torch.cuda.synchronize(first.device)
+
+
 def measure_blend(
     inputs,  # frame.BlendInputs, Blend2DGS or Blend3DGUT (anything with blend / blend_with_stats)
     configs: Mapping[str, Tuple[str, LPTConfig]],  # label -> (mode, config) of ours
@@ -198,9 +205,10 @@ def measure_blend(
     compare: Optional[Callable[[Any, Any], Dict[str, Any]]] = None,
 ) -> BlendMeasurement:
     """gsplat's kernel ("vanilla") and each of our configs on one frame: outputs and schedule report of each
-    config after `settle` untimed calls (the first auto frames size the partial buffers and learn where
-    items stop), PSNR of `image(outputs)` against gsplat's, `compare(outputs, reference)` when given; then
-    all of them timed interleaved (CUDA events, `warmup` untimed rounds, median of `repeats`)."""
+    config after `settle` untimed calls, each finished before the next (the first auto frames size the partial
+    buffers, learn where items stop and, after frames that chunked nothing, take the chunk kernel again: what a
+    finished frame tells the next call), PSNR of `image(outputs)` against gsplat's, `compare(outputs, reference)`
+    when given; then all of them timed interleaved (CUDA events, `warmup` untimed rounds, median of `repeats`)."""
     from .timing import median_ms, time_interleaved
 
     reference = inputs.blend("vanilla")
@@ -209,7 +217,7 @@ def measure_blend(
     extras: Dict[str, Dict[str, Any]] = {}
     for label, (mode, config) in configs.items():
         for _ in range(settle):
-            inputs.blend(mode, config)
+            _finished(inputs.blend(mode, config))
         *outputs, report = inputs.blend_with_stats(mode, config)
         psnrs[label] = psnr(image(outputs), image(reference))
         reports[label] = report
