@@ -12,12 +12,13 @@ and the largest difference from gsplat. The first call of ours is timed separate
 with nvcc (or loads them from CuPy's cache).
 
     python3 tests/device/bench_3dgut.py [--width 1920 --height 1080 --scale 1.0 --runs 21 --out DIR]
-        [--ladder street severe extreme veil fog] [--street street severe]
+        [--ladder street severe extreme veil fog] [--street street severe] [--grad]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -72,6 +73,14 @@ def fisheye_rig_frame(recipe, width, height, scale, rolling=True):
                                       camera_model="fisheye", camera=camera)
 
 
+def with_gradients(label, frame):
+    """The frame as a training step renders it: colours and opacities require gradients, so that gsplat's call and
+    ours keep what the backward reads (ours: last_ids; nothing chunked, auto as lpt)."""
+    return label + ", gradients", dataclasses.replace(
+        frame, colors=frame.colors.detach().clone().requires_grad_(True),
+        opacities=frame.opacities.detach().clone().requires_grad_(True))
+
+
 def measure(label, frame, runs, pixels=(), fixed=()):
     configs = {"lpt": ("lpt", LPTConfig(mode="lpt")), "auto": ("auto", LPTConfig(mode="auto")),
                **{f"lpt-{p}px": ("lpt", LPTConfig(mode="lpt", pixels_per_thread=p)) for p in pixels},
@@ -103,6 +112,9 @@ def main(argv=None) -> int:
     parser.add_argument("--ladder", nargs="*", default=[],
                         help="ladder scenes (street, severe, extreme, veil, fog, ...) through one pinhole camera each")
     parser.add_argument("--out", type=Path, help="folder for bench_3dgut.json")
+    parser.add_argument("--grad", action="store_true",
+                        help="every frame as a training step renders it (inputs that require gradients: the builds "
+                             "with last_ids, nothing chunked)")
     parser.add_argument("--fixed", nargs="*", default=[], metavar="RHO,K",
                         help="also mode fixed with these (heavy_ratio, chunk_count), e.g. 0.005,32")
     parser.add_argument("--pixels", nargs="*", type=int, default=[],
@@ -116,6 +128,8 @@ def main(argv=None) -> int:
         frames += [fisheye_rig_frame(recipe, args.width, args.height, args.scale, rolling=False),
                    fisheye_rig_frame(recipe, args.width, args.height, args.scale, rolling=True)]
     frames += [ladder_frame(recipe, args.width, args.height, args.scale) for recipe in args.ladder]
+    if args.grad:
+        frames = [with_gradients(label, frame) for label, frame in frames]
     # first call: compiles the 3DGUT kernels with nvcc (CuPy caches them on disk for later processes)
     torch.cuda.synchronize()
     start = time.perf_counter()
