@@ -13,6 +13,7 @@ with nvcc (or loads them from CuPy's cache).
 
     python3 tests/device/bench_3dgut.py [--width 1920 --height 1080 --scale 1.0 --runs 21 --out DIR]
         [--ladder street severe extreme veil fog] [--street street severe] [--grad]
+        [--fixed RHO,K ...] [--lambdas LAMBDA ...]
 """
 
 from __future__ import annotations
@@ -81,8 +82,9 @@ def with_gradients(label, frame):
         opacities=frame.opacities.detach().clone().requires_grad_(True))
 
 
-def measure(label, frame, runs, pixels=(), fixed=()):
+def measure(label, frame, runs, pixels=(), fixed=(), lambdas=()):
     configs = {"lpt": ("lpt", LPTConfig(mode="lpt")), "auto": ("auto", LPTConfig(mode="auto")),
+               **{f"auto-lambda{lam:g}": ("auto", LPTConfig(mode="auto", overhead_lambda=lam)) for lam in lambdas},
                **{f"lpt-{p}px": ("lpt", LPTConfig(mode="lpt", pixels_per_thread=p)) for p in pixels},
                **{f"fixed({rho},{k})": ("fixed", LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k))
                   for rho, k in fixed}}
@@ -119,6 +121,8 @@ def main(argv=None) -> int:
                         help="also mode fixed with these (heavy_ratio, chunk_count), e.g. 0.005,32")
     parser.add_argument("--pixels", nargs="*", type=int, default=[],
                         help="also lpt with this many pixels per thread forced (lpt-1px, lpt-2px)")
+    parser.add_argument("--lambdas", nargs="*", type=float, default=[],
+                        help="also auto with these overhead_lambda values (Eq. 6's per-chunk overhead)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("bench_3dgut needs a CUDA device")
@@ -138,7 +142,7 @@ def main(argv=None) -> int:
     first_call_s = time.perf_counter() - start
 
     fixed = [(float(rho), int(k)) for rho, k in (item.split(",") for item in args.fixed)]
-    rows = [measure(label, frame, args.runs, args.pixels, fixed) for label, frame in frames]
+    rows = [measure(label, frame, args.runs, args.pixels, fixed, args.lambdas) for label, frame in frames]
     print(f"\n3DGUT blend (rasterize_to_pixels_eval3d), {args.width}x{args.height}, median of {args.runs} runs, "
           f"{torch.cuda.get_device_name()}")
     print(f"first call of ours (nvcc compile or CuPy cache): {first_call_s:.1f} s\n")
@@ -154,7 +158,9 @@ def main(argv=None) -> int:
               + "".join(f"  {p}px {r['gsplat_ms'] / r[f'lpt-{p}px_ms']:.2f}x (diff {r[f'lpt-{p}px_max_diff']:.1e})"
                         for p in args.pixels)
               + "".join(f"  fixed({rho},{k}) {r['gsplat_ms'] / r[f'fixed({rho},{k})_ms']:.2f}x {r[f'fixed({rho},{k})_chunks']}"
-                        for rho, k in fixed))
+                        for rho, k in fixed)
+              + "".join(f"  auto-lambda{lam:g} {r['gsplat_ms'] / r[f'auto-lambda{lam:g}_ms']:.2f}x "
+                        f"{r[f'auto-lambda{lam:g}_chunks']}" for lam in args.lambdas))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "bench_3dgut.json").write_text(json.dumps(
