@@ -45,9 +45,16 @@ SCHEDULE_SIZE = 20  # words allocated (>= len(SCHEDULE_WORDS))
 
 # Words the persistent kernel copies to mapped host memory when a frame ends, read by the next call
 # without waiting for the GPU: capacity growth and deferred input errors.
+# last_chunking_frame: the frame index of the last auto frame that chunked or wanted to (0: none yet); frames
+# that neither chunk nor want to leave it as it is, so the host sees it whichever frame finished last.
 STATUS_WORDS = ("frame_index", "error", "wanted_chunk_units", "chunked_tiles", "chunk_count", "plan_mode",
-                "pixels_wanted")
+                "pixels_wanted", "last_chunking_frame")
 STATUS = {name: index for index, name in enumerate(STATUS_WORDS)}
+# "auto" leaves out the chunk kernel (and its stream fork and join) once no frame of the last this many it planned
+# chunked or wanted to. Cameras taken in turn on one stream (a driving rig whose front view is heavy, the side views
+# balanced) keep it while any one of them needs it: the host sees the last chunking frame's index whichever camera
+# finished last, so a heavy view is not rendered unchunked because a balanced one happened to finish before it.
+CHUNKING_MEMORY_FRAMES = 32
 
 # Error bits, set on the GPU, reported by the host (gsplat_lpt.frontend.LPTInputError).
 ERROR_OFFSETS = 1  # isect_offsets decreasing, negative or past the end of flatten_ids

@@ -60,6 +60,7 @@ class PlanArgs(ctypes.Structure):
         ("tile_offsets", Pointer),  # int32 [num_items]
         ("masks", Pointer),  # uint8 [num_items] or 0
         ("previous_depth", Pointer),  # int32 [num_items] item_depth of the previous frame, or 0
+        ("previous_length", Pointer),  # int32 [num_items] list lengths of the previous frame (this frame's after)
         ("costs", Pointer),  # int32 [num_items] scratch: predicted cost per item
         ("histogram", Pointer),  # int32 [BUCKET_COUNT], zero between plans
         ("cursors", Pointer),  # int32 [BUCKET_COUNT]

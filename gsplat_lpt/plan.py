@@ -45,13 +45,24 @@ def tile_workloads(isect_offsets: Tensor, n_isects: int, masks: Optional[Tensor]
     return workloads.to(torch.int32)
 
 
-def predicted_costs(workloads: Tensor, previous_depth: Optional[Tensor] = None) -> Tensor:
+def same_item(before: Tensor, now: Tensor) -> Tensor:
+    """kernels/plan.cu same_item: an item's list length within a quarter of its length in the frame before (the
+    same view, moved a little), so that frame's stop depth describes it."""
+    return 4 * (now.to(torch.int64) - before.to(torch.int64)).abs() <= now.to(torch.int64)
+
+
+def predicted_costs(workloads: Tensor, previous_depth: Optional[Tensor] = None,
+                    previous_lengths: Optional[Tensor] = None) -> Tensor:
     """An item's cost: its list length, or the depth at which the same item stopped last frame when that
-    is smaller (at least 1 for a non-empty item)."""
+    is smaller (at least 1 for a non-empty item) and the item's list length then (previous_lengths; not given:
+    the same) was within a quarter of its length now."""
     if previous_depth is None:
         return workloads
     depth = previous_depth.reshape(-1)[: workloads.numel()].to(workloads.dtype)
-    return torch.where(workloads > 0, torch.clamp_min(torch.minimum(workloads, depth), 1), workloads)
+    fed_back = workloads > 0
+    if previous_lengths is not None:
+        fed_back &= same_item(previous_lengths.reshape(-1)[: workloads.numel()], workloads)
+    return torch.where(fed_back, torch.clamp_min(torch.minimum(workloads, depth), 1), workloads)
 
 
 def cost_buckets(costs: Tensor) -> Tensor:
@@ -213,15 +224,16 @@ def pixels_wanted(plan: HostPlan, mode: str, concurrent_ctas: int, two_pixel_max
 def plan_schedule(isect_offsets: Tensor, n_isects: int, concurrent_ctas: int, config: LPTConfig,
                   masks: Optional[Tensor] = None, previous_depth: Optional[Tensor] = None,
                   capacity: Optional[int] = None, mode: Optional[str] = None,
-                  two_pixel_chunked_max: float = 0.0) -> HostPlan:
+                  two_pixel_chunked_max: float = 0.0, previous_lengths: Optional[Tensor] = None) -> HostPlan:
     """The whole plan of one frame as the GPU computes it (mode: config.mode unless given; two_pixel_chunked_max:
-    the rasterizer's bound where it has a two-pixel kernel, else 0, as in choose_chunking)."""
+    the rasterizer's bound where it has a two-pixel kernel, else 0, as in choose_chunking; previous_lengths: the
+    list lengths of the frame previous_depth comes from, where they differ from this frame's)."""
     mode = mode or config.mode
     offsets = isect_offsets.reshape(-1)
     workloads = tile_workloads(offsets, n_isects, masks)
     ends = torch.cat([offsets[1:].to(torch.int64), torch.tensor([n_isects])])
     error = bool(((offsets < 0) | (offsets.to(torch.int64) > ends) | (ends > n_isects)).any())
-    costs = predicted_costs(workloads, previous_depth)
+    costs = predicted_costs(workloads, previous_depth, previous_lengths)
     sorted_costs, order = lpt_order(costs)
     head, nonempty = head_count(costs, config.max_chunked_tiles)
     total_cost = int(costs.to(torch.int64).sum())

@@ -93,14 +93,15 @@ class Workspace:
         self.histogram = torch.zeros(constants.BUCKET_COUNT, **int32)
         self.cursors = torch.zeros(constants.BUCKET_COUNT, **int32)
         self.items = 0
-        self.costs = self.lpt_order = self.sorted_costs = self.item_depth = torch.empty(0, **int32)
+        self.costs = self.lpt_order = self.sorted_costs = self.item_depth = self.item_length = torch.empty(0, **int32)
         self.chunk_tiles = 0
         self.saturation_flags = self.chunk_arrivals = self.chunk_depth = torch.empty(0, **int32)
         self.chunk_units = 0
         self.partials = self.chunk_transmittance = torch.empty(0, dtype=torch.float32, device=device)
         self.status = MappedStatus(device.index)
         self.seen_frame = -1
-        self.chunking_recently = True  # until a finished frame says otherwise
+        self.auto_frame_finished = False  # a frame planned in auto finished (its status was read)
+        self.last_chunking_frame = 0  # the last auto frame that chunked or wanted to, as the status says (0: none)
         self.pixels_wanted = 1  # pixels per thread the last finished frame's plan asked for
         self.history: Optional[Tuple[int, ...]] = None  # geometry of the frame item_depth describes
         self.planned_frame = -1
@@ -120,6 +121,7 @@ class Workspace:
         p.schedule, p.total, p.predicted = self.schedule.data_ptr(), self.total.data_ptr(), self.predicted.data_ptr()
         p.lpt_order, p.sorted_costs = self.lpt_order.data_ptr(), self.sorted_costs.data_ptr()
         p.saturation_flags, p.chunk_depth = self.saturation_flags.data_ptr(), self.chunk_depth.data_ptr()
+        p.previous_length = self.item_length.data_ptr()
         f.schedule = p.schedule
         f.lpt_order, f.sorted_costs = p.lpt_order, p.sorted_costs
         f.saturation_flags, f.chunk_arrivals = p.saturation_flags, self.chunk_arrivals.data_ptr()
@@ -135,6 +137,7 @@ class Workspace:
             self.lpt_order = torch.empty(size, **int32)
             self.sorted_costs = torch.empty(size, **int32)
             self.item_depth = torch.zeros(size, **int32)
+            self.item_length = torch.zeros(size, **int32)  # (what the plan compares the next frame's lists with)
             self.items = size
             self.history = None
             self._point()
@@ -394,7 +397,8 @@ class Rasterizer:
         if pixels_wanted in (1, 2):
             ws.pixels_wanted = pixels_wanted
         if words[word["plan_mode"]] == constants.PLAN_MODES["auto"]:  # (other modes say nothing of what auto wants)
-            ws.chunking_recently = words[word["chunked_tiles"]] > 0 or wanted_units > 0
+            ws.auto_frame_finished = True
+        ws.last_chunking_frame = words[word["last_chunking_frame"]]
         wanted = min(wanted_units, config.max_chunks)
         if wanted > ws.chunk_units:
             ws.ensure_chunk_units(min(config.max_chunks, 1 << (wanted - 1).bit_length()))
@@ -420,9 +424,12 @@ class Rasterizer:
         elif plan_mode == "auto" and ws.chunk_units == 0:  # a first allocation of at most INITIAL_PARTIAL_BYTES
             ws.ensure_chunk_units(min(config.max_chunks, INITIAL_PARTIAL_BYTES // (4 * self.slot_floats * self.pixels)))
         capacity = 0 if plan_mode == "lpt" else ws.chunk_units
-        if plan_mode == "auto" and not ws.chunking_recently:
-            # The last finished frame neither chunked nor wanted to: skip the chunk kernel and its stream
-            # fork and join (the plan still says what it would want; the next call reads it back).
+        if plan_mode == "auto" and ws.auto_frame_finished and (
+                ws.last_chunking_frame == 0
+                or self.frame_counter - ws.last_chunking_frame >= constants.CHUNKING_MEMORY_FRAMES):
+            # No frame of this stream chunked or wanted to, or none of the last CHUNKING_MEMORY_FRAMES: skip the
+            # chunk kernel and its stream fork and join (the plan still says what it would want; a later call
+            # reads it back).
             capacity = 0
         geometry = intersections.history_key()
         feedback = config.saturation_feedback and ws.history == geometry
@@ -436,7 +443,8 @@ class Rasterizer:
         p.chunk_unit_capacity = capacity
         if ws.plan_config is not config:  # the policy's constants, set when the config object changes
             ws.plan_config = config
-            p.overhead_lambda, p.imbalance_beta = config.overhead_lambda, config.imbalance_beta
+            p.overhead_lambda = config.overhead_lambda / self.variant.evaluation_cost
+            p.imbalance_beta = config.imbalance_beta
             p.min_gain, p.heavy_ratio = config.min_gain, config.heavy_ratio
             p.heavy_item_pace, p.chunked_cost_floor = config.heavy_item_pace, config.chunked_cost_floor
             p.forced_chunk_count = config.chunk_count

@@ -877,6 +877,10 @@ __device__ inline void leave_queue(const FrameArgs& f, int counter_word, int exi
         status[LPT_STATUS_CHUNK_COUNT] = f.schedule[LPT_WORD_CHUNK_COUNT];
         status[LPT_STATUS_PLAN_MODE] = f.schedule[LPT_WORD_PLAN_MODE];
         status[LPT_STATUS_PIXELS_WANTED] = f.schedule[LPT_WORD_PIXELS_WANTED];
+        // (kept across frames: a later frame that needs no chunking leaves it for the host to see)
+        if (f.schedule[LPT_WORD_PLAN_MODE] == LPT_MODE_AUTO &&
+            (f.schedule[LPT_WORD_CHUNKED_TILES] > 0 || f.schedule[LPT_WORD_WANTED_CHUNK_UNITS] > 0))
+            status[LPT_STATUS_LAST_CHUNKING_FRAME] = f.frame_index;
         __threadfence_system();
         status[LPT_STATUS_FRAME_INDEX] = f.frame_index;
     }

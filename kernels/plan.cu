@@ -19,6 +19,7 @@ struct PlanArgs {
     const int* tile_offsets;
     const unsigned char* masks;
     const int* previous_depth;
+    int* previous_length;  // each item's list length in the frame before; the plan leaves this frame's
     int* costs;
     int* histogram;
     int* cursors;
@@ -60,9 +61,18 @@ __device__ inline int cost_bucket(int cost) {
     return 1 + (int)((bits - 0x3f800000u) >> (23 - LPT_BUCKET_SUB_BITS));
 }
 
+// Whether an item's list length is close enough to its length in the frame before for that frame's stop depth to
+// describe it: within a quarter (the same view, moved a little). Cameras taken in turn on one stream render frames
+// of the same size whose tiles show other things: a balanced view's early stop depths, read as a heavy view's,
+// would hide its heavy tiles from the policy. plan.same_item is the same in PyTorch.
+__device__ inline bool same_item(int before, int now) {
+    return 4ll * (long long)abs(now - before) <= (long long)now;
+}
+
 // An item's predicted cost: its list length (0 where masked out, or where its offsets are invalid: then `error`
 // gets LPT_ERROR_OFFSETS), or the depth at which the same item stopped last frame when that is smaller (at
-// least 1). plan.predicted_costs is the same in PyTorch.
+// least 1) and the item is the same one (same_item). plan.predicted_costs is the same in PyTorch. Called once per
+// item and frame: it also leaves the item's list length for the next frame.
 __device__ inline int predicted_cost(const PlanArgs& p, int item, int& list_length, int& error) {
     const int start = p.tile_offsets[item];
     const int end = item == p.num_items - 1 ? p.n_isects : p.tile_offsets[item + 1];
@@ -73,8 +83,13 @@ __device__ inline int predicted_cost(const PlanArgs& p, int item, int& list_leng
         error = LPT_ERROR_OFFSETS;
     }
     if (p.masks != nullptr && !p.masks[item]) list_length = 0;  // masked-out tiles do no blending work
-    int cost = list_length;
-    if (p.previous_depth != nullptr && cost > 0) cost = max(1, min(cost, p.previous_depth[item]));
+    int cost = list_length, before = list_length;
+    if (p.previous_length != nullptr) {
+        before = p.previous_length[item];
+        p.previous_length[item] = list_length;
+    }
+    if (p.previous_depth != nullptr && cost > 0 && same_item(before, list_length))
+        cost = max(1, min(cost, p.previous_depth[item]));
     return cost;
 }
 

@@ -59,8 +59,7 @@ def oracle_two_pixel_chunked_max(rasterizer):
 @pytest.fixture
 def own_stream():
     """A stream of the test's own, hence a fresh workspace of the cached rasterizer: what earlier tests' frames left
-    in the current stream's workspace (auto skips the chunk kernel after a finished frame that neither chunked nor
-    wanted to) cannot change this test's plans, whatever ran before it."""
+    in the current stream's workspace (auto skips the chunk kernel while no recent frame chunked or wanted to) cannot change this test's plans, whatever ran before it."""
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         yield stream

@@ -19,6 +19,7 @@ from gsplat_lpt.plan import (
     pixels_wanted,
     plan_schedule,
     predicted_costs,
+    same_item,
     tile_workloads,
 )
 
@@ -72,6 +73,17 @@ def test_predicted_costs_take_the_previous_stop_depth():
     depth = torch.tensor([40, 300, 10, 0, 50], dtype=torch.int32)
     assert predicted_costs(workloads, depth).tolist() == [40, 100, 0, 1, 50]
     assert predicted_costs(workloads, None) is workloads
+
+
+def test_a_stop_depth_describes_only_an_item_about_as_long_as_it_was():
+    """Another camera's frame of the same size (cameras taken in turn on one stream): where an item's list is more
+    than a quarter longer or shorter than in the frame the depth comes from, its cost is its list length."""
+    workloads = torch.tensor([100, 100, 100, 100, 4000, 0], dtype=torch.int32)
+    depth = torch.tensor([40, 40, 40, 40, 30, 10], dtype=torch.int32)
+    before = torch.tensor([100, 75, 74, 125, 40, 0], dtype=torch.int32)
+    assert predicted_costs(workloads, depth, before).tolist() == [40, 40, 100, 40, 4000, 0]
+    assert predicted_costs(workloads, depth, workloads).tolist() == predicted_costs(workloads, depth).tolist()
+    assert same_item(torch.tensor([75, 74, 0]), torch.tensor([100, 100, 0])).tolist() == [True, False, True]
 
 
 def test_head_holds_every_nonempty_item_when_it_fits():

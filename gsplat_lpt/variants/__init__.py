@@ -59,6 +59,10 @@ class Variant:
     # (with no_last_ids_kernel; the kernel traits declare kLatencyBoundBuild) builds of the one-pixel persistent kernel
     # for latency-bound frames, with and without last_ids, launched beside the usual build of every unchunked frame
     latency_bound_build: bool = False
+    # the time of one Gaussian's evaluation at a pixel against 3DGS's: Eq. (6)'s lambda (LPTConfig.overhead_lambda,
+    # a chunk's overhead in 3DGS evaluations) is divided by it, as a chunk's partials cost the same time whatever
+    # the variant evaluates (README, "Calibration")
+    evaluation_cost: float = 1.0
 
     @functools.cached_property  # (read on every call)
     def chunks_compose(self) -> bool:
@@ -116,6 +120,8 @@ VARIANTS: Dict[str, Variant] = {}  # gsplat function name -> record
 
 
 def register(variant: Variant) -> Variant:
+    if not variant.evaluation_cost > 0:
+        raise ValueError(f"Variant {variant.name}: evaluation_cost must be > 0, got {variant.evaluation_cost}")
     VARIANTS[variant.gsplat_function] = variant
     return variant
 

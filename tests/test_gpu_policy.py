@@ -1,0 +1,126 @@
+"""What the auto policy is told beside the frame's lists (GPU): which earlier frames chunked (cameras taken in turn on
+one stream), where items stopped (only where an item is the same one), a variant's cost per Gaussian."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gsplat_lpt
+from gsplat_lpt import LPTConfig, constants
+from test_gpu_core import VARIANT_3DGS, counts_offsets, own_stream, render  # noqa: F401  (own_stream: a fixture)
+
+pytestmark = pytest.mark.gpu
+
+
+def listed_frame(lengths, W=640, H=480, seed=0, opaque=False):
+    """A frame whose tile t lists lengths[t] Gaussians, drawn at random (the balance of the work is set by hand);
+    faint small Gaussians (no tile saturates), or opaque wide ones (every tile saturates within a few)."""
+    g = torch.Generator().manual_seed(seed)
+    n = 4000
+    conic, opacity = (1e-5, 0.9) if opaque else (0.05, 0.1)
+    frame = {"means2d": (torch.rand(1, n, 2, generator=g) * torch.tensor([W, H])).cuda(),
+             "conics": torch.tensor([conic, 0.0, conic]).repeat(1, n, 1).cuda(),
+             "colors": torch.rand(1, n, 3, generator=g).cuda(),
+             "opacities": (opacity * (0.5 + 0.5 * torch.rand(1, n, generator=g))).cuda(),
+             "image_width": W, "image_height": H, "tile_size": 16}
+    lengths = torch.as_tensor(lengths, dtype=torch.int64)
+    offsets, total = counts_offsets(lengths)
+    frame["isect_offsets"] = offsets.reshape(1, H // 16, W // 16).cuda()
+    frame["flatten_ids"] = torch.randint(0, n, (total,), generator=g, dtype=torch.int32).cuda()
+    return frame
+
+
+def test_cameras_in_turn_keep_the_chunk_kernel_while_one_needs_it(own_stream):
+    """Cameras taken in turn on one stream, one heavy (auto chunks it) and one even (LPT alone), frames of the same
+    size: every heavy frame after the first is chunked, also where the even one finished last (and left its stop
+    depths); a stream of even frames alone leaves the chunk kernel out, and once CHUNKING_MEMORY_FRAMES frames pass
+    without one that wants chunking, it is left out again."""
+    tiles = (640 // 16) * (480 // 16)
+    even = listed_frame(torch.full((tiles,), 40), seed=1)
+    heavy_lengths = torch.full((tiles,), 40)
+    heavy_lengths[tiles // 2] = 40 * tiles // 4  # a quarter of the frame's work in one tile
+    heavy = listed_frame(heavy_lengths, seed=2)
+    auto = LPTConfig(mode="auto")
+
+    def call(frame):
+        _, (*_, plan) = render(frame, auto)
+        report = plan.report()
+        torch.cuda.synchronize()  # (the next call reads this frame's status)
+        return plan.chunk_kernel, report["chunked_tiles"]
+
+    evens = [call(even) for _ in range(3)]
+    assert all(h == 0 for _, h in evens)
+    assert evens[0][0] and not evens[-1][0]  # no frame of the stream wanted chunking: the kernel is left out
+    first_heavy = call(heavy)
+    assert first_heavy == (False, 0)  # planned after even frames: rendered unchunked, but it asked for chunks
+    for _ in range(4):
+        launched, h = call(heavy)
+        assert launched and h > 0
+        launched, h = call(even)  # the even camera finishes last: the next heavy frame still chunks
+        assert launched and h == 0
+    for _ in range(constants.CHUNKING_MEMORY_FRAMES + 1):
+        launched, h = call(even)
+    assert not launched and h == 0
+
+
+def test_the_plan_prices_chunks_in_3dgut_evaluations():
+    """Eq. (6)'s lambda is a chunk's overhead in 3DGS evaluations; the 3DGUT plan divides it by the variant's
+    evaluation_cost (a 3DGUT evaluation takes longer, a chunk's partials do not). On a frame whose choice depends on
+    it, the GPU's (h, k) is the oracle's with lambda / evaluation_cost, not with lambda."""
+    from gsplat_lpt import runtime
+    from gsplat_lpt.plan import plan_schedule
+    from gsplat_lpt.variants import VARIANTS
+
+    variant = VARIANTS["rasterize_to_pixels_eval3d"]
+    assert variant.evaluation_cost > 1
+    rasterizer = gsplat_lpt.rasterizer_for(variant, 3, 16, torch.device("cuda"))
+    K = rasterizer.concurrent_ctas
+    config = LPTConfig(saturation_feedback=False)
+    scaled = config.replace(overhead_lambda=config.overhead_lambda / variant.evaluation_cost)
+    g = torch.Generator().manual_seed(0)
+    differing = 0
+    with torch.cuda.stream(torch.cuda.Stream()):
+        for top, heavy in ((30000, 21), (15000, 40), (60000, 21), (30000, 40)):
+            counts = (300 + torch.randint(0, 60, (8160,), generator=g)).to(torch.int32)
+            counts[:heavy] = torch.linspace(top, top / 3, heavy).to(torch.int32)
+            offsets = (torch.cumsum(counts, 0) - counts).to(torch.int32)
+            total = int(counts.sum())
+            inter = runtime.Intersections(offsets.cuda(), torch.zeros(total, dtype=torch.int32, device="cuda"), None,
+                                          1, 8160, 1, 1, 8160, 1, 1)
+            report = rasterizer.plan(inter, config).report()
+            capacity = rasterizer.workspace(runtime.current_stream_handle(torch.cuda.current_device())).chunk_units
+            oracle, unscaled = (plan_schedule(offsets, total, K, c, capacity=capacity).choice for c in (scaled, config))
+            assert (report["chunked_tiles"], report["chunk_count"]) == (oracle.chunked_tiles, oracle.chunk_count)
+            differing += (oracle.chunked_tiles, oracle.chunk_count) != (unscaled.chunked_tiles, unscaled.chunk_count)
+    assert differing > 0  # (at least one frame where the scaling decides)
+
+
+def test_stop_depths_feed_back_only_to_items_about_as_long_as_they_were(own_stream):
+    """A frame of the same size after another (opaque Gaussians: every tile stops within a few): the plan prices an
+    item by the stop depth of the frame before only where its list is within a quarter of its length then, as the
+    oracle does (plan.predicted_costs with the previous lengths)."""
+    from gsplat_lpt.plan import predicted_costs, same_item
+
+    tiles = (640 // 16) * (480 // 16)
+    g = torch.Generator().manual_seed(3)
+    before = (600 + torch.randint(0, 1000, (tiles,), generator=g)).to(torch.int32)  # (over a batch of 256)
+    now = before.clone()
+    now[0::3] = before[0::3] * 3  # another view's tiles
+    now[1::3] = before[1::3] + before[1::3] // 10  # the same view, moved a little
+    rasterizer = gsplat_lpt.rasterizer_for(VARIANT_3DGS, 3, 16, torch.device("cuda"))
+    ws = rasterizer.workspace(own_stream)
+    config = LPTConfig(mode="lpt")
+    render(listed_frame(before, seed=4, opaque=True), config)
+    torch.cuda.synchronize()
+    depth = ws.item_depth[:tiles].clone()
+    assert bool((depth.cpu() < before).all())  # (every tile stopped early)
+    _, (*_, plan) = render(listed_frame(now, seed=5, opaque=True), config)
+    assert plan.report()["saturation_feedback"]
+    torch.cuda.synchronize()
+    expected = predicted_costs(now, depth.cpu(), before)
+    order, priced = ws.lpt_order[:tiles].cpu().long(), ws.sorted_costs[:tiles].cpu()
+    assert torch.equal(priced, expected[order])  # (the cost each item was sorted by)
+    same = same_item(before, now)
+    assert bool(same[1::3].all()) and not bool(same[0::3].any())
+    assert bool((expected[0::3] == now[0::3]).all()) and bool((expected[1::3] < now[1::3]).all())
