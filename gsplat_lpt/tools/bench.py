@@ -16,6 +16,7 @@ Only `bench_scene` and `measure_blend` need a GPU; tables, CSV/JSON and the summ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -188,11 +189,15 @@ class BlendMeasurement:
     extras: Dict[str, Dict[str, Any]]  # label -> what `compare` returned
 
 
+def _on_gpu(outputs) -> bool:
+    first = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+    return isinstance(first, torch.Tensor) and first.is_cuda
+
+
 def _finished(outputs) -> None:
     """Waits for the GPU work of a call's outputs (nothing for CPU tensors)."""
-    first = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
-    if isinstance(first, torch.Tensor) and first.is_cuda:
-        torch.cuda.synchronize(first.device)
+    if _on_gpu(outputs):
+        torch.cuda.synchronize(outputs[0].device if isinstance(outputs, (tuple, list)) else outputs.device)
 
 
 def measure_blend(
@@ -208,17 +213,23 @@ def measure_blend(
     config after `settle` untimed calls, each finished before the next (the first auto frames size the partial
     buffers, learn where items stop and, after frames that chunked nothing, take the chunk kernel again: what a
     finished frame tells the next call), PSNR of `image(outputs)` against gsplat's, `compare(outputs, reference)`
-    when given; then all of them timed interleaved (CUDA events, `warmup` untimed rounds, median of `repeats`)."""
+    when given; then all of them timed interleaved (CUDA events, `warmup` untimed rounds, median of `repeats`).
+    Each config runs on a stream of its own, hence with a workspace of its own, as when a user renders in that
+    mode alone: on one stream, each call would plan from the stop depths and status the config before it left."""
     from .timing import median_ms, time_interleaved
 
     reference = inputs.blend("vanilla")
+    streams = {label: torch.cuda.Stream() for label in configs} if _on_gpu(reference) else {}
+    _finished(reference)  # (the inputs, made on the current stream, are ready for the others)
     psnrs: Dict[str, float] = {}
     reports: Dict[str, Mapping[str, Any]] = {}
     extras: Dict[str, Dict[str, Any]] = {}
     for label, (mode, config) in configs.items():
-        for _ in range(settle):
-            _finished(inputs.blend(mode, config))
-        *outputs, report = inputs.blend_with_stats(mode, config)
+        with torch.cuda.stream(streams[label]) if streams else contextlib.nullcontext():
+            for _ in range(settle):
+                _finished(inputs.blend(mode, config))
+            *outputs, report = inputs.blend_with_stats(mode, config)
+            _finished(outputs)
         psnrs[label] = psnr(image(outputs), image(reference))
         reports[label] = report
         if compare is not None:
@@ -228,7 +239,7 @@ def measure_blend(
     calls: Dict[str, Callable[[], Any]] = {"vanilla": lambda: inputs.blend("vanilla")}
     for label, (mode, config) in configs.items():
         calls[label] = (lambda m=mode, c=config: inputs.blend(m, c))
-    times = time_interleaved(calls, repeats=repeats, warmup=warmup)
+    times = time_interleaved(calls, repeats=repeats, warmup=warmup, streams=streams)
     return BlendMeasurement({label: median_ms(samples) for label, samples in times.items()}, psnrs, reports, extras)
 
 

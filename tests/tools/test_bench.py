@@ -132,7 +132,7 @@ def test_bench_scene_plumbing_with_fake_gpu_calls(monkeypatch):
     monkeypatch.setattr(Scene, "to", lambda self, device: self)
     monkeypatch.setattr(frame_module, "project_frame", lambda *args, **kwargs: FakeInputs())
     monkeypatch.setattr(timing_module, "time_interleaved",
-                        lambda variants, repeats, warmup: {name: [fake_ms[name]] * repeats for name in variants})
+                        lambda variants, repeats, warmup, streams=None: {name: [fake_ms[name]] * repeats for name in variants})
     monkeypatch.setattr(bench_module, "_time_rasterization", lambda *args: {"cuda": 12.0, "lpt": 5.0})
     scene = make_scene("street", width=64, height=64, scale=0.001, frames=2)
     results = bench_scene(scene, fixed_grid=[(0.01, 8)], repeats=20, progress=False)
@@ -177,7 +177,7 @@ def test_bench_scene_projects_and_renders_at_the_tile_size(variant, monkeypatch)
         rendered.append(kwargs["tile_size"])
         return torch.zeros(1, 4, 4, 3), torch.zeros(1, 4, 4, 1), {}
 
-    def fake_timing(variants, repeats, warmup):
+    def fake_timing(variants, repeats, warmup, streams=None):
         for fn in variants.values():  # each call once, 1 ms (FAKE)
             fn()
         return {name: [1.0] * repeats for name in variants}
@@ -240,7 +240,7 @@ def test_bench_scene_times_each_variants_functions(variant, monkeypatch, torch_p
     monkeypatch.setattr(hook, "original", gsplat_blend)
     for name in ("rasterization", "rasterization_2dgs"):
         monkeypatch.setattr(gsplat, name, render(name))
-    def fake_timing(variants, repeats, warmup):
+    def fake_timing(variants, repeats, warmup, streams=None):
         for fn in variants.values():  # each call once, 1 ms (FAKE)
             fn()
         return {name: [1.0] * repeats for name in variants}

@@ -37,7 +37,7 @@ def device_script(monkeypatch):
 
 @pytest.fixture
 def fake_timing(monkeypatch):
-    def time_interleaved(variants, repeats, warmup):
+    def time_interleaved(variants, repeats, warmup, streams=None):
         for fn in variants.values():
             fn()
         return {name: [4.0 if name == "vanilla" else 2.0] * repeats for name in variants}  # FAKE ms
