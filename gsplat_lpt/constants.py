@@ -50,7 +50,7 @@ SCHEDULE_SIZE = 20  # words allocated (>= len(SCHEDULE_WORDS))
 STATUS_WORDS = ("frame_index", "error", "wanted_chunk_units", "chunked_tiles", "chunk_count", "plan_mode",
                 "pixels_wanted", "last_chunking_frame")
 STATUS = {name: index for index, name in enumerate(STATUS_WORDS)}
-# "auto" leaves out the chunk kernel (and its stream fork and join) once no frame of the last this many it planned
+# "auto" leaves out the chunk kernel (and its stream fork and join) once no frame of the last this many that finished
 # chunked or wanted to. Cameras taken in turn on one stream (a driving rig whose front view is heavy, the side views
 # balanced) keep it while any one of them needs it: the host sees the last chunking frame's index whichever camera
 # finished last, so a heavy view is not rendered unchunked because a balanced one happened to finish before it.

@@ -426,10 +426,11 @@ class Rasterizer:
         capacity = 0 if plan_mode == "lpt" else ws.chunk_units
         if plan_mode == "auto" and ws.auto_frame_finished and (
                 ws.last_chunking_frame == 0
-                or self.frame_counter - ws.last_chunking_frame >= constants.CHUNKING_MEMORY_FRAMES):
-            # No frame of this stream chunked or wanted to, or none of the last CHUNKING_MEMORY_FRAMES: skip the
-            # chunk kernel and its stream fork and join (the plan still says what it would want; a later call
-            # reads it back).
+                or ws.seen_frame - ws.last_chunking_frame >= constants.CHUNKING_MEMORY_FRAMES):
+            # No finished frame of this stream chunked or wanted to, or none of the last CHUNKING_MEMORY_FRAMES
+            # finished ones (counted from the last finished frame, not from this one: the host may be many frames
+            # ahead of the GPU): skip the chunk kernel and its stream fork and join (the plan still says what it
+            # would want; a later call reads it back).
             capacity = 0
         geometry = intersections.history_key()
         feedback = config.saturation_feedback and ws.history == geometry
@@ -558,6 +559,15 @@ def reset_rasterizers() -> None:
     """Forget every cached Rasterizer (their workspaces are freed once no plan refers to them)."""
     with _rasterizers_lock:
         _rasterizers.clear()
+
+
+def forget_stream(stream) -> None:
+    """Drop every cached Rasterizer's workspace of a stream (a torch Stream or its handle): what earlier frames left
+    there (stop depths, status, buffers). CUDA hands a destroyed stream's handle to a new stream, which would
+    otherwise inherit it."""
+    key = stream if isinstance(stream, int) else stream.cuda_stream
+    for rasterizer in list(_rasterizers.values()):
+        rasterizer._workspaces.pop(key, None)
 
 
 def two_pixels_possible(variant: "variants.Variant", tile_size: int, channels: int = 3) -> bool:
