@@ -31,6 +31,7 @@ from .cuda_calls import (STATUS_FRAME_INDEX as _STATUS_FRAME_INDEX, MappedStatus
 from .dependent_launch import DependentLaunch, dependent_launch_available
 from .errors import LPTInputError, LPTRuntimeError
 from .config import LPTConfig, warp_block_bits
+from .view_memory import ViewMemory
 
 # Partial buffers "auto" starts with (4096 chunks of 256 RGB pixels); later frames grow them to what the
 # policy asked for, up to LPTConfig.max_chunks.
@@ -102,7 +103,7 @@ class Workspace:
         self.seen_frame = -1
         self.auto_frame_finished = False  # a frame planned in auto finished (its status was read)
         self.last_chunking_frame = 0  # the last auto frame that chunked or wanted to, as the status says (0: none)
-        self.pixels_wanted = 1  # pixels per thread the last finished frame's plan asked for
+        self.views = ViewMemory()  # pixels per thread the finished frames' plans asked for, per view
         self.history: Optional[Tuple[int, ...]] = None  # geometry of the frame item_depth describes
         self.planned_frame = -1
         self.frame_args = layouts.FrameArgs()
@@ -394,8 +395,8 @@ class Rasterizer:
         words, word = ws.status.view[:], constants.STATUS  # (one copy of every word; no dict built per frame)
         ws.seen_frame = frame_index = words[_STATUS_FRAME_INDEX]
         pixels_wanted, wanted_units = words[word["pixels_wanted"]], words[word["wanted_chunk_units"]]
-        if pixels_wanted in (1, 2):
-            ws.pixels_wanted = pixels_wanted
+        if pixels_wanted in (1, 2) and self.two_pixels:
+            ws.views.finished(frame_index, pixels_wanted)
         if words[word["plan_mode"]] == constants.PLAN_MODES["auto"]:  # (other modes say nothing of what auto wants)
             ws.auto_frame_finished = True
         ws.last_chunking_frame = words[word["last_chunking_frame"]]
@@ -457,9 +458,14 @@ class Rasterizer:
             p.num_chunk_counts = len(config.chunk_counts)
             for i, k in enumerate(config.chunk_counts):
                 p.chunk_counts[i] = k
-        # pixels per thread: as asked, else what the last finished frame's plan wanted (one at first)
-        p.two_pixels = 0 if not self.two_pixels else (config.pixels_per_thread or ws.pixels_wanted)
+        # pixels per thread: as asked, else what the plan of the last finished frame of this view wanted (of the
+        # last finished frame where no view matches; one at first)
         self.frame_counter += 1
+        if self.two_pixels:
+            p.two_pixels = config.pixels_per_thread or ws.views.pixels(geometry, intersections.n_isects)
+            ws.views.planned(self.frame_counter, geometry, intersections.n_isects)
+        else:
+            p.two_pixels = 0
         p.frame_index = self.frame_counter
         stream = handle
         for largest, kernel in self.plan_cluster_builds:

@@ -124,3 +124,28 @@ def test_stop_depths_feed_back_only_to_items_about_as_long_as_they_were(own_stre
     same = same_item(before, now)
     assert bool(same[1::3].all()) and not bool(same[0::3].any())
     assert bool((expected[0::3] == now[0::3]).all()) and bool((expected[1::3] < now[1::3]).all())
+
+
+def test_cameras_in_turn_keep_their_own_pixels_per_thread(own_stream):
+    """lpt, two views of the same size taken in turn on one stream: a balanced one (its plan asks for two pixels per
+    thread) and one with half its work in one tile (one pixel). Each frame runs with what its own view's last
+    finished frame asked for, not with what the other view, finished last, asked for."""
+    tiles = (640 // 16) * (480 // 16)
+    side = listed_frame(torch.full((tiles,), 40), seed=1)
+    front_lengths = torch.full((tiles,), 40)
+    front_lengths[tiles // 2] = 40 * tiles
+    front = listed_frame(front_lengths, seed=2)
+    lpt = LPTConfig(mode="lpt")
+
+    def call(frame):
+        _, (*_, plan) = render(frame, lpt)
+        report = plan.report()
+        torch.cuda.synchronize()  # (the next call reads this frame's status)
+        return report["pixels_per_thread"], report["pixels_wanted"]
+
+    for _ in range(2):  # each view's answer read back once
+        call(side)
+        call(front)
+    for _ in range(3):
+        assert call(side) == (2, 2)
+        assert call(front) == (1, 1)
