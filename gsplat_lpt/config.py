@@ -86,7 +86,8 @@ class LPTConfig:
     mode: Mode = "auto"
     chunk_count: int = 8  # k for the "chunk" and "fixed" modes
     heavy_ratio: float = 0.01  # rho for the "fixed" mode: fraction of non-empty tiles chunked
-    overhead_lambda: float = DEFAULT_OVERHEAD_LAMBDA  # lambda in Eq. (6)
+    overhead_lambda: float = DEFAULT_OVERHEAD_LAMBDA  # lambda in Eq. (6), in 3DGS evaluations (the plan of a variant
+    # whose evaluation takes longer divides it by Variant.evaluation_cost)
     imbalance_beta: float = DEFAULT_IMBALANCE_BETA  # beta in Eq. (6)
     min_gain: float = 0.10  # epsilon: chunk only if the model predicts at least this relative gain
     heavy_item_pace: float = DEFAULT_HEAVY_ITEM_PACE  # sigma: the heaviest item's time per unit of cost, against

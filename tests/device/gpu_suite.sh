@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [bench-plan] [host] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-graphs] [trace] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [camera-cycle] [bench-plan] [host] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-graphs] [trace] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -33,6 +33,16 @@ for stage in $stages; do
       # (BENCH_3DGUT_ARGS, default: also the ladder's veil and fog scenes, whose heaviest tile decides the frame)
       python3 tests/device/bench_3dgut.py --out "$OUT" ${BENCH_3DGUT_ARGS:---ladder veil fog} > "$OUT/bench_3dgut.log" 2>&1
       tail -10 "$OUT/bench_3dgut.log"
+      ;;
+    camera-cycle)
+      # ladder frames rendered in turn on one stream (a rig's views); against an earlier checkout where
+      # .baseline/gsplat_lpt_before holds one (cp -r .baseline/gsplat_lpt .baseline/gsplat_lpt_before)
+      baseline=$([ -d .baseline/gsplat_lpt_before ] && echo --baseline-module gsplat_lpt_before)
+      for cycle in "veil balanced balanced" "balanced street"; do
+        PYTHONPATH=${PYTHONPATH:-}:$PWD/.baseline python3 tests/device/camera_cycle.py --cycle $cycle $baseline \
+          --out "$OUT" >> "$OUT/camera_cycle.log" 2>&1
+      done
+      grep -A6 "^cycle" "$OUT/camera_cycle.log"
       ;;
     bench-2dgs)
       python3 tests/device/bench_2dgs.py --out "$OUT" > "$OUT/bench_2dgs.log" 2>&1
