@@ -189,15 +189,17 @@ class BlendMeasurement:
     extras: Dict[str, Dict[str, Any]]  # label -> what `compare` returned
 
 
-def _on_gpu(outputs) -> bool:
+def _cuda_tensor(outputs) -> Optional[torch.Tensor]:
+    """A call's first output where it is a CUDA tensor, else None."""
     first = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
-    return isinstance(first, torch.Tensor) and first.is_cuda
+    return first if isinstance(first, torch.Tensor) and first.is_cuda else None
 
 
 def _finished(outputs) -> None:
     """Waits for the GPU work of a call's outputs (nothing for CPU tensors)."""
-    if _on_gpu(outputs):
-        torch.cuda.synchronize(outputs[0].device if isinstance(outputs, (tuple, list)) else outputs.device)
+    first = _cuda_tensor(outputs)
+    if first is not None:
+        torch.cuda.synchronize(first.device)
 
 
 def measure_blend(
@@ -219,7 +221,7 @@ def measure_blend(
     from .timing import median_ms, time_interleaved
 
     reference = inputs.blend("vanilla")
-    streams = {label: torch.cuda.Stream() for label in configs} if _on_gpu(reference) else {}
+    streams = {label: torch.cuda.Stream() for label in configs} if _cuda_tensor(reference) is not None else {}
     _finished(reference)  # (the inputs, made on the current stream, are ready for the others)
     psnrs: Dict[str, float] = {}
     reports: Dict[str, Mapping[str, Any]] = {}

@@ -420,6 +420,7 @@ VARIANT = register(Variant(
     no_last_ids_kernel=True,  # (PlainColorAccumulator's write leaves a null last_ids alone)
     latency_bound_build=True,  # (kernels/blend_3dgut.cu, kLatencyBoundBuild)
     # gsplat's own eval3d blend took 1.75x its 3DGS blend on the ladder's veil frame (H200); with lambda / 2 auto
-    # chose (21, 32) there instead of (21, 16): 7.8x gsplat's blend against 7.0x, the best fixed schedule's 7.8x
+    # chose (21, 32) there instead of (21, 16): 7.80x gsplat's blend against 7.25x in one process (README, "Cameras
+    # taken in turn on one stream; 3DGUT's chunks priced in its own evaluations")
     evaluation_cost=2.0,
 ))
