@@ -97,7 +97,7 @@ DEPTH_MARGIN = 1.25
 # Two pixels per thread (a variant that has them): more throughput, but each item takes longer on its own.
 # The plan asks for two pixels per thread where nothing is chunked and the longest item is at most this
 # fraction of the frame's mean work per CTA, N_total / K (K of the one-pixel kernel). The host reads that back
-# from the last finished frame and launches the one persistent kernel it asks for. One NVIDIA H200, `lpt` with
+# from the last finished frame of the same view and launches the one persistent kernel it asks for. One NVIDIA H200, `lpt` with
 # two pixels / with one, GPU time (tests/device/probe_two_pixels_chunked.py --lpt: ladder frames and batches of
 # them, the bonsai seen from 1-6 cameras at 540p-1080p and several distances, the garden cameras), by imbalance
 # N_1 / (N_total / K):

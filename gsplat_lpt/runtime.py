@@ -271,7 +271,7 @@ class Rasterizer:
         self.device, self.device_index = torch.device("cuda", device_index), device_index
         self.max_threads = 1 << max(5, (self.block - 1).bit_length())
         # two pixels per thread where the variant has them, the tile's rows pair up and the channels are few: a second
-        # persistent kernel of half the threads, launched where the last finished frame's plan asked for it
+        # persistent kernel of half the threads, launched where the plan of the last finished frame of the view asked for it
         self.two_pixels = two_pixels_possible(variant, tile_size, channels)
         self.two_pixel_max_imbalance = variant.two_pixel_max_imbalance(channels)  # the plan's rule for asking
         self.two_pixel_chunked_max = variant.two_pixel_chunked_max(channels)  # ... and in a chunked frame
