@@ -9,6 +9,7 @@ unculled lpt mode, whether median depth stayed exact, and the share of Gaussian-
 bound drops, besides the speedups and the PSNR (RGB) of each mode against gsplat.
 
     python3 tests/device/bench_2dgs.py --out DIR [--ladder balanced extreme ...] [--real bonsai]
+        [--fixed RHO,K ...] [--lambdas LAMBDA ...]   (to calibrate 2DGS's Variant.evaluation_cost)
 """
 
 from __future__ import annotations
@@ -86,10 +87,13 @@ def with_channels(frame, channels: int, seed: int = 0):
     return dataclasses.replace(frame, colors=torch.cat([features, frame.colors[..., -1:]], -1).contiguous())
 
 
-def measure(name, frame, repeats, pixels=()):
+def measure(name, frame, repeats, pixels=(), fixed=(), lambdas=()):
     configs = {"lpt": ("lpt", LPTConfig(mode="lpt")), "lpt-nocull": ("lpt", LPTConfig(mode="lpt", cull=False)),
                "auto": ("auto", LPTConfig(mode="auto")),
-               **{f"lpt-{p}px": ("lpt", LPTConfig(mode="lpt", pixels_per_thread=p)) for p in pixels}}
+               **{f"lpt-{p}px": ("lpt", LPTConfig(mode="lpt", pixels_per_thread=p)) for p in pixels},
+               **{f"fixed({rho},{k})": ("fixed", LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k))
+                  for rho, k in fixed},
+               **{f"auto-lambda{lam:g}": ("auto", LPTConfig(mode="auto", overhead_lambda=lam)) for lam in lambdas}}
     measured = measure_blend(frame, configs, repeats=repeats, image=VARIANT_SPECS["2dgs"].image,
                              compare=lambda outputs, reference: {"median_exact": bool(torch.equal(outputs[4],
                                                                                                   reference[4]))})
@@ -119,7 +123,13 @@ def main() -> None:
     parser.add_argument("--tag", default="", help="suffix of the result file")
     parser.add_argument("--pixels", nargs="*", type=int, default=[],
                         help="also lpt with this many pixels per thread forced (lpt-1px, lpt-2px)")
+    parser.add_argument("--fixed", nargs="*", default=[], metavar="RHO,K",
+                        help="also mode fixed with these (heavy_ratio, chunk_count), e.g. 0.005,32")
+    parser.add_argument("--lambdas", nargs="*", type=float, default=[],
+                        help="also auto with these overhead_lambda values (Eq. 6's per-chunk overhead, in 3DGS "
+                             "evaluations: the plan divides them by the variant's evaluation_cost)")
     args = parser.parse_args()
+    fixed = [(float(rho), int(k)) for rho, k in (item.split(",") for item in args.fixed)]
     args.out.mkdir(parents=True, exist_ok=True)
     frames = list(ladder_frames(args.ladder)) + [bonsai_frame() for name in args.real if name == "bonsai"]
     frames += [bonsai_view_frame(spec) for spec in args.bonsai_views]
@@ -128,7 +138,7 @@ def main() -> None:
                   for name, frame in frames for channels in args.channels]
     rows = []
     for name, frame in frames:
-        row = measure(name, frame, args.repeats, args.pixels)
+        row = measure(name, frame, args.repeats, args.pixels, fixed, args.lambdas)
         rows.append(row)
         print(json.dumps(row), flush=True)
     (args.out / f"bench_2dgs{args.tag}.json").write_text(json.dumps(rows, indent=1))
@@ -142,7 +152,9 @@ def main() -> None:
               f"{v / modes['lpt']['ms']:>6.2f} {v / auto['ms']:>6.2f} {auto['psnr']:>6.1f} "
               f"{'exact' if auto['median_exact'] else 'DIFFER':>7} {r['culled_share']:>5.2f}"
               + "".join(f"  {p}px {v / modes[f'lpt-{p}px']['ms']:.2f}x ({'exact' if modes[f'lpt-{p}px']['median_exact'] else 'DIFFER'})"
-                        for p in args.pixels))
+                        for p in args.pixels)
+              + "".join(f"  {label} {v / mode['ms']:.2f}x {(mode['h'], mode['k'])}" for label, mode in modes.items()
+                        if label.startswith(("fixed(", "auto-lambda"))))
 
 
 if __name__ == "__main__":

@@ -82,6 +82,9 @@ def test_bench_2dgs_rows(device_script, fake_timing, monkeypatch):
     assert (auto["ms"], auto["h"], auto["k"], auto["median_exact"]) == (2.0, 5, 8, True)
     assert math.isinf(auto["psnr"])  # RGB only: the depth channel differs and is left out
     assert ("lpt", False, "stats") in frame.calls and ("vanilla", None) in frame.calls
+    # the calibration columns: fixed schedules and auto at other lambdas, each under its own label
+    row = bench_2dgs.measure("ladder:street", frame, repeats=21, fixed=[(0.005, 32)], lambdas=[1024.0])
+    assert set(row["modes"]) == {"lpt", "lpt-nocull", "auto", "fixed(0.005,32)", "auto-lambda1024"}
 
 
 def test_bench_3dgut_rows(device_script, fake_timing):
