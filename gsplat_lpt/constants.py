@@ -48,8 +48,17 @@ SCHEDULE_SIZE = 20  # words allocated (>= len(SCHEDULE_WORDS))
 # last_chunking_frame: the frame index of the last auto frame that chunked or wanted to (0: none yet); frames
 # that neither chunk nor want to leave it as it is, so the host sees it whichever frame finished last.
 STATUS_WORDS = ("frame_index", "error", "wanted_chunk_units", "chunked_tiles", "chunk_count", "plan_mode",
-                "pixels_wanted", "last_chunking_frame")
+                "last_chunking_frame")
 STATUS = {name: index for index, name in enumerate(STATUS_WORDS)}
+# After those words, a ring of the last STATUS_RING frames' answers to "how many pixels per thread should later
+# frames of this view take": frame f writes word STATUS_WORDS + f % STATUS_RING as
+# (f & STATUS_RING_FRAME_MASK) << 2 | pixels, one word so that the host never reads half of it. Cameras taken in turn
+# on one stream and read back a cycle at a time (a loop that waits after each round of a rig's views) finish several
+# frames between two reads; the ring keeps each one's answer, where one word kept only the last frame's, and a view
+# that never finished last never saw its own (tests/device/camera_cycle.py).
+STATUS_RING = 16  # a power of two
+STATUS_RING_FRAME_MASK = (1 << 29) - 1
+STATUS_SIZE = len(STATUS_WORDS) + STATUS_RING
 # "auto" leaves out the chunk kernel (and its stream fork and join) once no frame of the last this many that finished
 # chunked or wanted to. Cameras taken in turn on one stream (a driving rig whose front view is heavy, the side views
 # balanced) keep it while any one of them needs it: the host sees the last chunking frame's index whichever camera
@@ -182,6 +191,8 @@ def cuda_header() -> str:
     for name, index in STATUS.items():
         lines.append(f"#define LPT_STATUS_{name.upper()} {index}")
     lines.append(f"#define LPT_STATUS_WORDS {len(STATUS_WORDS)}")
+    lines.append(f"#define LPT_STATUS_RING {STATUS_RING}")
+    lines.append(f"#define LPT_STATUS_RING_FRAME_MASK {STATUS_RING_FRAME_MASK}")
     lines.append(f"#define LPT_ERROR_OFFSETS {ERROR_OFFSETS}")
     lines.append(f"#define LPT_ERROR_FLATTEN_IDS {ERROR_FLATTEN_IDS}")
     lines.append(f"#define LPT_ERROR_LAUNCH {ERROR_LAUNCH}")

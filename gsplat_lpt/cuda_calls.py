@@ -6,6 +6,7 @@ page-locked status words the kernels write for the host.
 from __future__ import annotations
 
 import ctypes
+from typing import List, Sequence, Tuple
 
 import torch
 
@@ -58,6 +59,27 @@ def cluster_width(kernel) -> int:
 
 
 STATUS_FRAME_INDEX = constants.STATUS["frame_index"]
+STATUS_WORDS = len(constants.STATUS_WORDS)  # (the ring follows them)
+
+
+_RING, _RING_MASK, _RING_BASE = constants.STATUS_RING, constants.STATUS_RING_FRAME_MASK, len(constants.STATUS_WORDS)
+
+
+def ring_answers(words: Sequence[int], seen: int, latest: int) -> List[Tuple[int, int]]:
+    """(frame index, pixels per thread wanted) of the finished frames seen + 1 .. latest, oldest first, from the
+    mapped status words (`constants.STATUS_RING`; read after `latest`, which the kernels write last). Frames older
+    than the ring holds are left out, and so is a slot that a later frame overwrites meanwhile (frames of one stream
+    finish in order, and the slot's own frame index tells)."""
+    if latest == seen + 1:  # (the common case: one frame finished since the last read)
+        word = words[_RING_BASE + (latest & (_RING - 1))]
+        return [(latest, word & 3)] if word >> 2 == latest & _RING_MASK and 0 < word & 3 < 3 else []
+    first = max(seen + 1, latest - _RING + 1, 1)
+    answers = []
+    for frame in range(first, latest + 1):
+        word = words[_RING_BASE + (frame & (_RING - 1))]
+        if word >> 2 == frame & _RING_MASK and 0 < word & 3 < 3:
+            answers.append((frame, word & 3))
+    return answers
 
 
 class MappedStatus:
@@ -66,7 +88,7 @@ class MappedStatus:
 
     def __init__(self, device_index: int):
         cupy = import_cupy()
-        self.words = len(constants.STATUS_WORDS)
+        self.words = constants.STATUS_SIZE
         flags = 1 | 2  # cudaHostAllocPortable | cudaHostAllocMapped
         with cupy.cuda.Device(device_index):
             self._host = cupy.cuda.runtime.hostAlloc(4 * self.words, flags)

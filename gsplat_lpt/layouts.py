@@ -30,7 +30,7 @@ class FrameArgs(ctypes.Structure):
         ("chunk_arrivals", Pointer),  # int32 [chunk tile capacity] chunks of the tile that have finished
         ("partials", Pointer),  # float32 [chunk units][partial floats][block]
         ("item_depth", Pointer),  # int32 [num_items] list position where each item stopped (feedback), or 0
-        ("status", Pointer),  # int32 [STATUS_WORDS] mapped host memory, or 0
+        ("status", Pointer),  # int32 [STATUS_SIZE] mapped host memory, or 0
         ("tile_offsets", Pointer),  # int32 [num_items]
         ("flatten_ids", Pointer),  # int32 [n_isects]
         ("masks", Pointer),  # uint8 [num_items] or 0

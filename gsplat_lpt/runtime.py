@@ -26,8 +26,9 @@ from torch import Tensor
 from . import constants, layouts
 from .compiler import (ENV_SHARED_MEMORY_LIMIT, blend_shared_bytes, compile_kernels, import_cupy,  # noqa: F401
                        kernel_dir, kernel_source, plan_kernels, shared_memory_limit)
-from .cuda_calls import (STATUS_FRAME_INDEX as _STATUS_FRAME_INDEX, MappedStatus, cluster_width as _cluster_width,
-                         cuda_runtime, current_stream_handle, launch as _launch, raw_event as _raw_event)
+from .cuda_calls import (STATUS_FRAME_INDEX as _STATUS_FRAME_INDEX, STATUS_WORDS as _STATUS_WORDS, MappedStatus,
+                         cluster_width as _cluster_width, cuda_runtime, current_stream_handle, launch as _launch,
+                         raw_event as _raw_event, ring_answers as _ring_answers)
 from .dependent_launch import DependentLaunch, dependent_launch_available
 from .errors import LPTInputError, LPTRuntimeError
 from .config import LPTConfig, warp_block_bits
@@ -392,15 +393,15 @@ class Rasterizer:
         """What finished frames left in mapped memory: capacity to grow, or an input error to raise."""
         if ws.status.view[_STATUS_FRAME_INDEX] <= ws.seen_frame:
             return None
-        words, word = ws.status.view[:], constants.STATUS  # (one copy of every word; no dict built per frame)
-        ws.seen_frame = frame_index = words[_STATUS_FRAME_INDEX]
-        pixels_wanted, wanted_units = words[word["pixels_wanted"]], words[word["wanted_chunk_units"]]
-        if pixels_wanted in (1, 2) and self.two_pixels:
-            ws.views.finished(frame_index, pixels_wanted)
+        words = ws.status.view[:_STATUS_WORDS]  # (one copy of the status words, not of the ring; no dict per frame)
+        frame_index, word = words[_STATUS_FRAME_INDEX], constants.STATUS
+        for finished, pixels in _ring_answers(ws.status.view, ws.seen_frame, frame_index) if self.two_pixels else ():
+            ws.views.finished(finished, pixels)  # (every frame finished since the last read, each its own view's)
+        ws.seen_frame = frame_index
         if words[word["plan_mode"]] == constants.PLAN_MODES["auto"]:  # (other modes say nothing of what auto wants)
             ws.auto_frame_finished = True
         ws.last_chunking_frame = words[word["last_chunking_frame"]]
-        wanted = min(wanted_units, config.max_chunks)
+        wanted = min(words[word["wanted_chunk_units"]], config.max_chunks)
         if wanted > ws.chunk_units:
             ws.ensure_chunk_units(min(config.max_chunks, 1 << (wanted - 1).bit_length()))
         error = words[word["error"]]

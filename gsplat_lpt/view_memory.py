@@ -8,7 +8,9 @@ front view for one. Read from whichever frame finished last, each view would run
 `ViewMemory` keeps the answer per view, a view told apart by the frame's geometry and its number of intersections
 (known on the host when the frame is planned): within a quarter of a remembered view's count, a frame is taken to
 be that view (a moving camera's count drifts by a few percent per frame); otherwise it takes the last finished
-frame's answer.
+frame's answer. The runtime hands it the answer of every frame finished since its last read (a ring of recent
+frames' answers in the mapped status, `constants.STATUS_RING`), so a view whose frames never finish last is still
+seen.
 """
 
 from __future__ import annotations

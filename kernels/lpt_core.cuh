@@ -876,7 +876,8 @@ __device__ inline void leave_queue(const FrameArgs& f, int counter_word, int exi
         status[LPT_STATUS_CHUNKED_TILES] = f.schedule[LPT_WORD_CHUNKED_TILES];
         status[LPT_STATUS_CHUNK_COUNT] = f.schedule[LPT_WORD_CHUNK_COUNT];
         status[LPT_STATUS_PLAN_MODE] = f.schedule[LPT_WORD_PLAN_MODE];
-        status[LPT_STATUS_PIXELS_WANTED] = f.schedule[LPT_WORD_PIXELS_WANTED];
+        status[LPT_STATUS_WORDS + (f.frame_index & (LPT_STATUS_RING - 1))] =
+            ((f.frame_index & LPT_STATUS_RING_FRAME_MASK) << 2) | f.schedule[LPT_WORD_PIXELS_WANTED];
         // (kept across frames: a later frame that needs no chunking leaves it for the host to see)
         if (f.schedule[LPT_WORD_PLAN_MODE] == LPT_MODE_AUTO &&
             (f.schedule[LPT_WORD_CHUNKED_TILES] > 0 || f.schedule[LPT_WORD_WANTED_CHUNK_UNITS] > 0))

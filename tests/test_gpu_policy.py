@@ -84,8 +84,7 @@ def test_the_plan_prices_chunks_in_3dgut_evaluations():
         for top, heavy in ((30000, 21), (15000, 40), (60000, 21), (30000, 40)):
             counts = (300 + torch.randint(0, 60, (8160,), generator=g)).to(torch.int32)
             counts[:heavy] = torch.linspace(top, top / 3, heavy).to(torch.int32)
-            offsets = (torch.cumsum(counts, 0) - counts).to(torch.int32)
-            total = int(counts.sum())
+            offsets, total = counts_offsets(counts)
             inter = runtime.Intersections(offsets.cuda(), torch.zeros(total, dtype=torch.int32, device="cuda"), None,
                                           1, 8160, 1, 1, 8160, 1, 1)
             report = rasterizer.plan(inter, config).report()
@@ -126,10 +125,9 @@ def test_stop_depths_feed_back_only_to_items_about_as_long_as_they_were(own_stre
     assert bool((expected[0::3] == now[0::3]).all()) and bool((expected[1::3] < now[1::3]).all())
 
 
-def test_cameras_in_turn_keep_their_own_pixels_per_thread(own_stream):
-    """lpt, two views of the same size taken in turn on one stream: a balanced one (its plan asks for two pixels per
-    thread) and one with half its work in one tile (one pixel). Each frame runs with what its own view's last
-    finished frame asked for, not with what the other view, finished last, asked for."""
+def _two_views_taken_in_turn():
+    """A balanced view (its plan asks for two pixels per thread) and one with half its work in one tile (one pixel),
+    of the same size, and a call that renders one in lpt mode on the current stream."""
     tiles = (640 // 16) * (480 // 16)
     side = listed_frame(torch.full((tiles,), 40), seed=1)
     front_lengths = torch.full((tiles,), 40)
@@ -137,15 +135,42 @@ def test_cameras_in_turn_keep_their_own_pixels_per_thread(own_stream):
     front = listed_frame(front_lengths, seed=2)
     lpt = LPTConfig(mode="lpt")
 
-    def call(frame):
+    def call(frame, wait=True):
         _, (*_, plan) = render(frame, lpt)
-        report = plan.report()
-        torch.cuda.synchronize()  # (the next call reads this frame's status)
-        return report["pixels_per_thread"], report["pixels_wanted"]
+        plan.snapshot()  # (its report still describes it after the next call plans)
+        if wait:
+            torch.cuda.synchronize()  # (the next call reads this frame's status)
+        return plan
 
+    return side, front, call
+
+
+def _pixels(plan):
+    report = plan.report()
+    return report["pixels_per_thread"], report["pixels_wanted"]
+
+
+def test_cameras_in_turn_keep_their_own_pixels_per_thread(own_stream):
+    """lpt, two views of the same size taken in turn on one stream: each frame runs with what its own view's last
+    finished frame asked for, not with what the other view, finished last, asked for."""
+    side, front, call = _two_views_taken_in_turn()
     for _ in range(2):  # each view's answer read back once
         call(side)
         call(front)
     for _ in range(3):
-        assert call(side) == (2, 2)
-        assert call(front) == (1, 1)
+        assert _pixels(call(side)) == (2, 2)
+        assert _pixels(call(front)) == (1, 1)
+
+
+def test_a_view_that_never_finishes_last_keeps_its_own_pixels_per_thread(own_stream):
+    """The same two views read back a cycle at a time (the host waits after each round, as a loop that saves a
+    rig's images does), the GPU busy while a cycle is enqueued (as it is with frames heavier than these): when a call
+    reads the status, the front view's frame has always finished last. Only the status ring (every finished frame's
+    answer, not the last one's) gives the side view its own; from one word it would take the front view's one pixel."""
+    side, front, call = _two_views_taken_in_turn()
+    for cycle in range(4):
+        torch.cuda._sleep(20_000_000)  # (about 10 ms: neither frame of the cycle finishes before the front view's call)
+        side_plan, front_plan = call(side, wait=False), call(front, wait=False)
+        torch.cuda.synchronize()
+        if cycle > 0:  # (the first cycle has no finished frame to go by)
+            assert _pixels(side_plan) == (2, 2) and _pixels(front_plan) == (1, 1)

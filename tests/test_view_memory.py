@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gsplat_lpt import constants
+from gsplat_lpt.cuda_calls import ring_answers
 from gsplat_lpt.view_memory import ViewMemory, same_view
 
 SIZE = (8160, 1920, 1080, 16, 120, 68)  # a frame's geometry (Intersections.history_key)
@@ -43,3 +45,37 @@ def test_frames_finished_unseen_are_dropped_and_views_are_bounded():
 
 def test_same_view_is_within_a_quarter():
     assert same_view(750, 1000) and same_view(1250, 1000) and not same_view(749, 1000) and not same_view(1251, 1000)
+
+
+def _ring(answers):
+    """Mapped status words whose ring holds `answers` {frame: pixels}, as the kernels write them."""
+    words = [0] * constants.STATUS_SIZE
+    for frame, pixels in answers.items():
+        slot = len(constants.STATUS_WORDS) + frame % constants.STATUS_RING
+        words[slot] = (frame & constants.STATUS_RING_FRAME_MASK) << 2 | pixels
+    return words
+
+
+def test_the_status_ring_gives_every_frame_finished_since_the_last_read():
+    words = _ring({5: 2, 6: 1, 7: 2})
+    assert ring_answers(words, 4, 7) == [(5, 2), (6, 1), (7, 2)]
+    assert ring_answers(words, 5, 7) == [(6, 1), (7, 2)]  # (frame 5 was read before)
+    assert ring_answers(words, 7, 7) == []
+    ring = constants.STATUS_RING
+    words = _ring({frame: 1 + frame % 2 for frame in range(1, 2 * ring + 4)})  # frames the ring no longer holds
+    latest = 2 * ring + 3
+    assert ring_answers(words, 0, latest) == [(f, 1 + f % 2) for f in range(latest - ring + 1, latest + 1)]
+    words = _ring({9: 2})
+    words[len(constants.STATUS_WORDS) + (9 + ring) % ring] = ((9 + ring) << 2) | 1  # overwritten by a later frame
+    assert ring_answers(words, 8, 9) == []
+    assert ring_answers(_ring({}), -1, 3) == []  # (slots never written: frame 0 matches no frame from 1 on)
+    big = constants.STATUS_RING_FRAME_MASK + 7  # frame indices past the mask compare in its bits
+    assert ring_answers(_ring({big: 2}), big - 1, big) == [(big, 2)]
+
+
+def test_the_status_ring_reads_one_new_frame_as_it_reads_several():
+    words = _ring({11: 2, 12: 1})
+    assert ring_answers(words, 11, 12) == [(12, 1)] == ring_answers(words, 10, 12)[1:]
+    assert ring_answers(words, 12, 13) == []  # (frame 13's slot holds nothing of it)
+    words[len(constants.STATUS_WORDS) + 12 % constants.STATUS_RING] = (12 << 2) | 3  # no answer a kernel writes
+    assert ring_answers(words, 11, 12) == [] == ring_answers(words, 10, 12)[1:]
