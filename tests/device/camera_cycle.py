@@ -1,7 +1,7 @@
 """Cameras taken in turn on one stream, as a driving rig renders its views: a cycle of ladder frames (e.g. a heavy
 front view and balanced side views), each call planned while the GPU may still be on the ones before. auto decides
-from finished frames whether to launch the chunk kernel at all; this times the whole cycle for gsplat's blend, lpt,
-auto of this checkout and auto of earlier checkouts (--baseline-module, as tests/device/ab_kernels.py takes them),
+from finished frames whether to launch the chunk kernel at all; this times the whole cycle for gsplat's blend, and for
+lpt and auto of this checkout and of earlier checkouts (--baseline-module, as tests/device/ab_kernels.py takes them),
 and says how many of the cycle's frames each auto chunked.
 
 Two timings per side: the GPU's time of one cycle (interleaved with the other sides, the host hidden behind a sleep
@@ -80,9 +80,9 @@ def main() -> None:
         return [plan.report()["chunked_tiles"] > 0 for plan in plans]
 
     sides = {"gsplat": lambda: [gsplat_call(**frame) for frame in cycle]}
-    sides["lpt now"] = on_stream(torch.cuda.Stream(), ours_cycle(gsplat_lpt, gsplat_lpt.LPTConfig(mode="lpt")))
     for name, package in packages.items():
-        sides[f"auto {name}"] = on_stream(torch.cuda.Stream(), ours_cycle(package, package.LPTConfig(mode="auto")))
+        for mode in ("lpt", "auto"):
+            sides[f"{mode} {name}"] = on_stream(torch.cuda.Stream(), ours_cycle(package, package.LPTConfig(mode=mode)))
     gpu = time_interleaved(sides, args.repeats, busy=True)
     loop, host = {}, {}
     for name, fn in sides.items():
