@@ -61,7 +61,8 @@ class Variant:
     latency_bound_build: bool = False
     # the time of one Gaussian's evaluation at a pixel against 3DGS's: Eq. (6)'s lambda (LPTConfig.overhead_lambda,
     # a chunk's overhead in 3DGS evaluations) is divided by it, as a chunk's partials cost the same time whatever
-    # the variant evaluates (README, "Calibration")
+    # the variant evaluates (README, "Calibration"; 3DGUT 2; 2DGS keeps 1: on its chunked frames lambda / 1, / 2 and / 4
+    # chose the same schedules)
     evaluation_cost: float = 1.0
 
     @functools.cached_property  # (read on every call)
