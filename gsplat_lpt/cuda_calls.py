@@ -62,7 +62,7 @@ STATUS_FRAME_INDEX = constants.STATUS["frame_index"]
 STATUS_WORDS = len(constants.STATUS_WORDS)  # (the ring follows them)
 
 
-_RING, _RING_MASK, _RING_BASE = constants.STATUS_RING, constants.STATUS_RING_FRAME_MASK, len(constants.STATUS_WORDS)
+_RING, _RING_MASK, _RING_BASE = constants.STATUS_RING, constants.STATUS_RING_FRAME_MASK, STATUS_WORDS
 
 
 def ring_answers(words: Sequence[int], seen: int, latest: int) -> List[Tuple[int, int]]:
