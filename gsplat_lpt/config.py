@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal, Tuple
+from typing import Literal, Optional, Tuple
 
 from .constants import HEAD_CAPACITY, MAX_CHUNK_COUNTS
 
@@ -107,6 +107,9 @@ class LPTConfig:
     # of the tile, or "auto": blocks with one pixel per thread, rows with two; in a chunked frame rows (3DGS) or
     # blocks (2DGS, 3DGUT: Variant.chunked_warp_blocks); what measured faster on an H200
     check_inputs: bool = False  # wait for the GPU after each call and raise on invalid offsets/ids at once
+    gsplat_kernel_below: Optional[int] = None  # in the "lpt" and "auto" modes, frames of fewer intersections are
+    # rendered by gsplat's own kernel, the same images: on them our plan's host time costs more than our kernels save.
+    # None: each variant's count measured on an H200 (Variant.small_frame_intersections); 0: never
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -135,6 +138,10 @@ class LPTConfig:
                              f"got {self.pixels_per_thread}")
         if self.warp_shape not in WARP_SHAPES:
             raise ValueError(f"LPTConfig.warp_shape must be one of {WARP_SHAPES}, got {self.warp_shape!r}")
+        if self.gsplat_kernel_below is not None and (isinstance(self.gsplat_kernel_below, bool) or not isinstance(
+                self.gsplat_kernel_below, int) or self.gsplat_kernel_below < 0):
+            raise ValueError(f"LPTConfig.gsplat_kernel_below must be None (the measured default) or an int >= 0, "
+                             f"got {self.gsplat_kernel_below!r}")
         if self.max_chunks < 0:
             raise ValueError(f"LPTConfig.max_chunks must be >= 0, got {self.max_chunks}")
 

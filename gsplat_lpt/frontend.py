@@ -174,6 +174,58 @@ def chunking_rule(variant, config: LPTConfig, grad: bool) -> Tuple[bool, Optiona
     return True, None
 
 
+# Whether a call below its variant's Variant.small_frame_intersections goes to gsplat's own function where
+# LPTConfig.gsplat_kernel_below is None (the tests, which check our kernels on small frames, turn it off).
+HAND_OFF_SMALL_FRAMES = True
+HANDED_OFF_MODES = ("lpt", "auto")  # the modes that render; "chunk" and "fixed" are schedules asked for by name
+
+
+def gsplat_takes(variant, config: LPTConfig, flatten_ids: Any) -> bool:
+    """Whether gsplat's own function renders a call whose flatten_ids is `flatten_ids`, as it was made and before
+    any check of ours (gsplat's checks and errors are then the call's): a CUDA tensor of fewer (tile, Gaussian)
+    pairs than LPTConfig.gsplat_kernel_below, or the variant's Variant.small_frame_intersections where that is None,
+    in a mode of HANDED_OFF_MODES."""
+    below = config.gsplat_kernel_below
+    if below is None:
+        below = variant.small_frame_intersections if HAND_OFF_SMALL_FRAMES else 0
+    return (below > 0 and isinstance(flatten_ids, Tensor) and flatten_ids.is_cuda and flatten_ids.numel() < below
+            and config.mode in HANDED_OFF_MODES)
+
+
+_gsplat_functions: Dict[str, Any] = {}
+
+
+def gsplat_kernel(variant):
+    """gsplat's own function that a variant replaces (gsplat.cuda._wrapper's: the hook replaces only gsplat.rendering's
+    globals)."""
+    function = _gsplat_functions.get(variant.gsplat_function)
+    if function is None:
+        from gsplat.cuda import _wrapper
+
+        function = _gsplat_functions[variant.gsplat_function] = getattr(_wrapper, variant.gsplat_function)
+    return function
+
+
+class GsplatKernelFrame:
+    """The plan a variant's rasterize returns for a frame gsplat's own kernel rendered (gsplat_takes): its
+    report says so, as the hook's report of a variant without kernels of ours does."""
+
+    __slots__ = ("variant", "config", "intersections")
+
+    def __init__(self, variant, config: LPTConfig, intersections: int):
+        self.variant, self.config, self.intersections = variant, config, intersections
+
+    def snapshot(self) -> "GsplatKernelFrame":
+        return self
+
+    def report(self) -> Dict[str, Any]:
+        below = self.config.gsplat_kernel_below
+        below = self.variant.small_frame_intersections if below is None else below
+        return {"mode": self.config.mode, "variant": self.variant.name, "chunked_tiles": 0, "chunk_count": 1,
+                "total_workload": self.intersections,
+                "fallback": f"gsplat kernel (a frame of {self.intersections} intersections, below {below})"}
+
+
 # the current CUDA device without torch.cuda.current_device()'s lazy-init check (CUDA tensors exist here)
 _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 

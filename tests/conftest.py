@@ -1,6 +1,7 @@
 """Shared test setup: GPU tests (marked `gpu`) skip cleanly without CUDA; a CPU run never builds gsplat's
 CUDA extension; `helpers` (tests/) and the examples' packages (examples/, e.g. `omnire`) are importable.
-Fixtures: `small_checkpoint` (a drivestudio checkpoint), `torch_projection` (gsplat's projections on the CPU)."""
+Fixtures: `our_kernels_on_small_frames` (autouse), `small_checkpoint` (a drivestudio checkpoint),
+`torch_projection` (gsplat's projections on the CPU)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def our_kernels_on_small_frames(monkeypatch):
+    """Tests render small frames to check our kernels: the default hand-off of small frames to gsplat's own kernel
+    (Variant.small_frame_intersections) is off in them; a test of the hand-off turns it on or sets
+    LPTConfig.gsplat_kernel_below."""
+    from gsplat_lpt import frontend
+
+    monkeypatch.setattr(frontend, "HAND_OFF_SMALL_FRAMES", False)
 
 
 @pytest.fixture()

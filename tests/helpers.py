@@ -3,7 +3,8 @@
 Images: `psnr`. Inputs: `random_gaussians`, `cameras` (a small camera batch looking down +z),
 `write_splat` (a tiny antimatter15 .splat), `random_splats` (gsplat checkpoint parameters), the
 drivestudio node states `gaussian_state` / `rigid_state`, and `fake_bench_results` (labelled made-up
-timings for the reporting code). Data: `data_dir` (the optional real-scene test data). Runtime (GPU tests):
+timings for the reporting code), `flatten_ids_said_on_cuda` (a CPU flatten_ids that the small-frame hand-off
+takes for a CUDA one). Data: `data_dir` (the optional real-scene test data). Runtime (GPU tests):
 `record_persistent_launches` (which build of the persistent kernel each frame ran).
 """
 
@@ -74,6 +75,17 @@ def cameras(count: int, width: int, height: int, device: str = "cuda"):
     focal = 0.9 * max(width, height)
     Ks = torch.tensor([[focal, 0, width / 2], [0, focal, height / 2], [0, 0, 1.0]]).repeat(count, 1, 1)
     return viewmats.to(device), Ks.to(device)
+
+
+class _SaidOnCuda(torch.Tensor):
+    @property
+    def is_cuda(self) -> bool:
+        return True
+
+
+def flatten_ids_said_on_cuda(count: int) -> torch.Tensor:
+    """int32 zeros on the CPU whose is_cuda says True: what frontend.gsplat_takes asks of a call's flatten_ids."""
+    return torch.zeros(count, dtype=torch.int32).as_subclass(_SaidOnCuda)
 
 
 def write_splat(path: Path, count: int = 500, seed: int = 0) -> Path:

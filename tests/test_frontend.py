@@ -98,7 +98,8 @@ def test_channel_padding_like_gsplat():
 @pytest.mark.parametrize("bad", [dict(mode="fastest"), dict(mode="vanilla"), dict(chunk_count=0), dict(heavy_ratio=1.5),
                                  dict(chunk_counts=(1, 2)), dict(chunk_counts=(2, 4, 8, 16, 32, 64, 3, 5, 6)),
                                  dict(min_gain=1.0), dict(overhead_lambda=-1.0), dict(max_chunked_tiles=5000),
-                                 dict(heavy_item_pace=0.0), dict(heavy_item_pace=1.5)])
+                                 dict(heavy_item_pace=0.0), dict(heavy_item_pace=1.5), dict(gsplat_kernel_below=-1),
+                                 dict(gsplat_kernel_below=1.5), dict(gsplat_kernel_below=True)])
 def test_config_validation(bad):
     with pytest.raises(ValueError, match="LPTConfig"):
         LPTConfig(**bad)
@@ -295,3 +296,90 @@ def test_odd_channel_counts_reach_the_kernels_in_padded_rows(channels, monkeypat
     assert ours.kernel_colors.shape == (*args["colors"].shape[:-1], width) and ours.kernel_colors.is_contiguous()
     assert torch.equal(ours.kernel_colors[..., :channels], args["colors"])
     assert not ours.kernel_colors[..., channels:].any() and ours.kernel_colors.data_ptr() % 16 == 0
+
+
+@pytest.mark.parametrize("mode, below, default, isects, handed_off", [
+    ("lpt", 10, 0, 9, True), ("lpt", 10, 0, 10, False), ("auto", None, 10, 9, True), ("auto", None, 10, 10, False),
+    ("auto", 0, 10, 0, False), ("chunk", 10, 0, 9, False), ("fixed", None, 10, 0, False)])
+def test_small_frames_go_to_gsplats_own_kernel(mode, below, default, isects, handed_off, monkeypatch):
+    """In the lpt and auto modes a call whose flatten_ids is a CUDA tensor of fewer intersections than
+    LPTConfig.gsplat_kernel_below (None: the variant's Variant.small_frame_intersections, here `default`) is gsplat's
+    own rasterize_to_pixels call with the caller's arguments, before any check of ours, and its report says so;
+    larger frames and the chunk and fixed modes are ours. (CPU tensors; both kernels replaced by recorders.)"""
+    import dataclasses
+
+    from helpers import flatten_ids_said_on_cuda
+
+    from gsplat_lpt import frontend
+    from gsplat_lpt.variants import gaussian3d
+
+    monkeypatch.setattr(gaussian3d, "_FIRST_DEVICE_INDEX", -1)
+    monkeypatch.setattr(frontend, "HAND_OFF_SMALL_FRAMES", True)
+    monkeypatch.setattr(gaussian3d, "VARIANT", dataclasses.replace(gaussian3d.VARIANT, small_frame_intersections=default))
+    calls = []
+    monkeypatch.setattr(frontend, "gsplat_kernel", lambda variant: lambda *args: calls.append(
+        (variant.gsplat_function, args)) or ("c", "a"))
+    monkeypatch.setattr(frontend, "render", lambda *args: calls.append("ours") or "plan")
+    args = {**frame(), "flatten_ids": flatten_ids_said_on_cuda(isects), "backgrounds": torch.zeros(1, 3),
+            "masks": None, "packed": False}
+    keys = ("means2d", "conics", "colors", "opacities", "image_width", "image_height", "tile_size", "isect_offsets",
+            "flatten_ids", "backgrounds", "masks", "packed")
+    config = LPTConfig(mode=mode, gsplat_kernel_below=below)
+    colors, alphas, plan = gaussian3d.rasterize_with_plan(*[args[k] for k in keys], True, config=config)
+    if not handed_off:
+        assert calls == ["ours"] and plan == "plan"
+        return
+    (name, passed), = calls
+    assert name == "rasterize_to_pixels" and (colors, alphas) == ("c", "a")
+    assert all(a is b for a, b in zip(passed, [args[k] for k in keys] + [True])) and len(passed) == len(keys) + 1
+    report = plan.snapshot().report()
+    assert report["fallback"].startswith(f"gsplat kernel (a frame of {isects} intersections, below 10)")
+    assert (report["mode"], report["variant"], report["chunked_tiles"], report["total_workload"]) == (
+        mode, "3dgs", 0, isects)
+
+
+def test_only_cuda_flatten_ids_are_handed_off():
+    """A CPU call, however small, stays ours: our checks name what is wrong (here that it is not on a GPU)."""
+    from gsplat_lpt import frontend
+    from gsplat_lpt.variants import VARIANTS
+
+    config = LPTConfig(mode="lpt", gsplat_kernel_below=100)
+    assert not frontend.gsplat_takes(VARIANTS["rasterize_to_pixels"], config, torch.zeros(3, dtype=torch.int32))
+    assert not frontend.gsplat_takes(VARIANTS["rasterize_to_pixels"], config, [0, 0, 0])
+    with pytest.raises(LPTInputError, match="CUDA tensors only"):
+        gsplat_lpt.rasterize_to_pixels(**frame(), config=config)
+
+
+def test_the_gsplat_kernel_of_each_variant_is_gsplats_own_function_with_the_hook_installed():
+    import gsplat.cuda._wrapper as wrapper
+    import gsplat.rendering as rendering
+
+    from gsplat_lpt import frontend
+    from gsplat_lpt.variants import VARIANTS
+
+    gsplat_lpt.install()
+    for name, variant in VARIANTS.items():
+        assert frontend.gsplat_kernel(variant) is getattr(wrapper, name)
+        assert getattr(rendering, name).__gsplat_lpt_dispatcher__ == name  # (what the hook put there instead)
+
+
+def test_each_variant_hands_off_below_its_own_count(monkeypatch):
+    """With gsplat_kernel_below None, each variant's Variant.small_frame_intersections (3DGUT's measured higher);
+    a count given in LPTConfig holds for every variant; the tests' switch turns the default off."""
+    from helpers import flatten_ids_said_on_cuda
+
+    from gsplat_lpt import frontend
+    from gsplat_lpt.variants import VARIANTS
+
+    monkeypatch.setattr(frontend, "HAND_OFF_SMALL_FRAMES", True)
+    default, given = LPTConfig(mode="auto"), LPTConfig(mode="lpt", gsplat_kernel_below=100)
+    for variant in VARIANTS.values():
+        below = variant.small_frame_intersections
+        assert frontend.gsplat_takes(variant, default, flatten_ids_said_on_cuda(below - 1))
+        assert not frontend.gsplat_takes(variant, default, flatten_ids_said_on_cuda(below))
+        assert frontend.gsplat_takes(variant, given, flatten_ids_said_on_cuda(99))
+        assert not frontend.gsplat_takes(variant, given, flatten_ids_said_on_cuda(100))
+    assert VARIANTS["rasterize_to_pixels_eval3d"].small_frame_intersections > VARIANTS[
+        "rasterize_to_pixels"].small_frame_intersections
+    monkeypatch.setattr(frontend, "HAND_OFF_SMALL_FRAMES", False)
+    assert not frontend.gsplat_takes(VARIANTS["rasterize_to_pixels"], default, flatten_ids_said_on_cuda(1))

@@ -196,6 +196,32 @@ def test_hook_routes_rasterize_to_pixels_2dgs_to_the_variant():
             rendering.rasterize_to_pixels_2dgs(*args.values())
 
 
+@pytest.mark.parametrize("below, isects, handed_off", [(10, 9, True), (10, 10, False)])
+def test_small_frames_go_to_gsplats_own_kernel(below, isects, handed_off, monkeypatch):
+    """A 2DGS frame below LPTConfig.gsplat_kernel_below is gsplat's own rasterize_to_pixels_2dgs call with the
+    caller's arguments. (CPU tensors, the device check and both kernels replaced.)"""
+    from helpers import flatten_ids_said_on_cuda
+
+    from gsplat_lpt import frontend
+
+    monkeypatch.setattr(frontend, "require_one_cuda_device", lambda named: torch.device("cpu"))
+    calls = []
+    monkeypatch.setattr(frontend, "gsplat_kernel", lambda variant: lambda *args: calls.append(
+        (variant.gsplat_function, args)) or tuple("cands"))
+    monkeypatch.setattr(frontend, "render", lambda *args: calls.append("ours") or "plan")
+    args = {**_args(), "flatten_ids": flatten_ids_said_on_cuda(isects), "backgrounds": None, "masks": None,
+            "packed": False, "absgrad": False, "distloss": True}
+    *outputs, plan = surfel2d.rasterize_with_plan(**args, config=gsplat_lpt.LPTConfig(mode="auto",
+                                                                                     gsplat_kernel_below=below))
+    if not handed_off:
+        assert calls == ["ours"] and plan == "plan"
+        return
+    (name, passed), = calls
+    assert name == "rasterize_to_pixels_2dgs" and outputs == list("cands")
+    assert len(passed) == len(args) and all(a is b for a, b in zip(passed, args.values()))
+    assert plan.report()["variant"] == "2dgs" and "gsplat kernel" in plan.report()["fallback"]
+
+
 # ---------------------------------------------------------------------------------------------- reference vs gsplat
 @pytest.mark.parametrize("seed", range(3))
 def test_reference_matches_gsplat_torch_implementation(seed, monkeypatch):

@@ -267,6 +267,41 @@ def test_inference_calls_hand_the_kernels_no_last_ids(monkeypatch):
     assert asked == [{"with_last_ids": False}]
 
 
+@pytest.mark.parametrize("isects, handed_off", [(9, True), (10, False)])
+@pytest.mark.parametrize("defaults", [False, True])
+def test_small_frames_go_to_gsplats_own_kernel(isects, handed_off, defaults, monkeypatch):
+    """A 3DGUT frame of fewer intersections than LPTConfig.gsplat_kernel_below is gsplat's own rasterize_to_pixels_eval3d call with the caller's 22 arguments; where the caller left ut_params
+    and rolling_shutter None (our defaults), gsplat's defaults, which its forward needs given."""
+    from helpers import flatten_ids_said_on_cuda
+
+    from gsplat_lpt import frontend
+
+    frame = gaussian3dgut.Frame3DGUT.__new__(gaussian3dgut.Frame3DGUT)
+    frame.render = lambda *args, **options: (None, None, None, "plan")
+    frame.padding = 0
+    for name in ("means", "quats", "scales", "colors", "opacities", "backgrounds", "viewmats"):
+        setattr(frame, name, torch.zeros(1))
+    monkeypatch.setattr(gaussian3dgut, "Frame3DGUT", lambda *args: frame)
+    calls = []
+    monkeypatch.setattr(frontend, "gsplat_kernel", lambda variant: lambda *args: calls.append(
+        (variant.gsplat_function, args)) or ("c", "a"))
+    args = [object() for _ in range(22)]
+    args[11] = flatten_ids_said_on_cuda(isects)
+    if defaults:
+        args[15] = args[20] = None
+    colors, alphas, plan = gaussian3dgut.rasterize_with_plan(*args, config=LPTConfig(mode="lpt", gsplat_kernel_below=10))
+    if not handed_off:
+        assert calls == [] and plan == "plan"
+        return
+    (name, passed), = calls
+    assert name == "rasterize_to_pixels_eval3d" and (colors, alphas) == ("c", "a") and len(passed) == 22
+    assert all(a is b for i, (a, b) in enumerate(zip(passed, args)) if not (defaults and i in (15, 20)))
+    if defaults:
+        RollingShutterType, UnscentedTransformParameters = gaussian3dgut._gsplat_types()
+        assert isinstance(passed[15], UnscentedTransformParameters) and passed[20] == RollingShutterType.GLOBAL
+    assert plan.report()["total_workload"] == isects and plan.report()["variant"] == "3dgut"
+
+
 # ------------------------------------------------------------------------------------------------------
 # nvcc compile against gsplat's installed headers
 

@@ -64,6 +64,13 @@ class Variant:
     # the variant evaluates (README, "Calibration"; 3DGUT 2; 2DGS keeps 1: on its chunked frames lambda / 1, / 2 and / 4
     # chose the same schedules)
     evaluation_cost: float = 1.0
+    # calls of fewer intersections go to gsplat's own function (LPTConfig.gsplat_kernel_below, None). One NVIDIA H200,
+    # random Gaussians from 160 x 120 to 1280 x 720 and the trained bonsai, calls enqueued back to back
+    # (tests/device/small_frames.py; README, "Small frames to gsplat's own kernel"): 3DGS and 2DGS took longer per call
+    # with our kernels than with gsplat's on every frame up to 55,238 and 58,334 intersections (1.09-1.64x and
+    # 1.12-2.18x: our plan's host time above gsplat's GPU time, which our kernels did not shorten) and less on every
+    # frame from 73,107 and 72,726 (0.11-0.94x, 0.46-0.91x)
+    small_frame_intersections: int = 1 << 16
 
     @functools.cached_property  # (read on every call)
     def chunks_compose(self) -> bool:
@@ -121,6 +128,8 @@ VARIANTS: Dict[str, Variant] = {}  # gsplat function name -> record
 
 
 def register(variant: Variant) -> Variant:
+    if variant.small_frame_intersections < 0:
+        raise ValueError(f"Variant {variant.name}: small_frame_intersections must be >= 0")
     if not variant.evaluation_cost > 0:
         raise ValueError(f"Variant {variant.name}: evaluation_cost must be > 0, got {variant.evaluation_cost}")
     VARIANTS[variant.gsplat_function] = variant

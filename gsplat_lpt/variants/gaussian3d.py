@@ -256,8 +256,13 @@ def rasterize_with_plan(
     config = config or _DEFAULT_CONFIG
     if not isinstance(config, LPTConfig):
         raise TypeError(f"config must be a gsplat_lpt.LPTConfig, got {type(config).__name__}")
+    if frontend.gsplat_takes(VARIANT, config, flatten_ids):  # a small frame: gsplat's own call
+        render_colors, render_alphas = frontend.gsplat_kernel(VARIANT)(
+            means2d, conics, colors, opacities, image_width, image_height, tile_size, isect_offsets, flatten_ids,
+            backgrounds, masks, packed, absgrad)
+        return render_colors, render_alphas, frontend.GsplatKernelFrame(VARIANT, config, flatten_ids.numel())
     frame = Frame3DGS(means2d, conics, colors, opacities, backgrounds, masks, image_width, image_height, tile_size,
-                   isect_offsets, flatten_ids, packed)
+                      isect_offsets, flatten_ids, packed)
     grad = frontend.needs_grad(frame.means2d, frame.conics, frame.colors, frame.opacities, frame.backgrounds)
     if grad:
         holder: list = []

@@ -241,6 +241,11 @@ def rasterize_with_plan(
     config = config or LPTConfig()
     if not isinstance(config, LPTConfig):
         raise TypeError(f"config must be a gsplat_lpt.LPTConfig, got {type(config).__name__}")
+    if frontend.gsplat_takes(VARIANT, config, flatten_ids):  # a small frame: gsplat's own call
+        return (*frontend.gsplat_kernel(VARIANT)(
+            means2d, ray_transforms, colors, opacities, normals, densify, image_width, image_height, tile_size,
+            isect_offsets, flatten_ids, backgrounds, masks, packed, absgrad, distloss),
+            frontend.GsplatKernelFrame(VARIANT, config, flatten_ids.numel()))
     frame = Frame2DGS(means2d, ray_transforms, colors, opacities, normals, densify, backgrounds, masks, image_width,
                       image_height, tile_size, isect_offsets, flatten_ids, packed)
     grad = frontend.needs_grad(frame.means2d, frame.ray_transforms, frame.colors, frame.opacities, frame.normals,

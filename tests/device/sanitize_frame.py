@@ -22,9 +22,10 @@ def main() -> None:
     frame = project(*random_gaussians(1500, seed=1, cluster=3000), *cameras(C, W, H), W, H)
     backgrounds = torch.rand(C, 3, device="cuda")
     masks = torch.rand(frame["isect_offsets"].shape, device="cuda") > 0.2
-    configs = [LPTConfig(mode="lpt"), LPTConfig(mode="chunk", chunk_count=4),
+    # (gsplat_kernel_below=0: a frame this small would otherwise go to gsplat's own kernel)
+    configs = [LPTConfig(mode="lpt", gsplat_kernel_below=0), LPTConfig(mode="chunk", chunk_count=4),
                LPTConfig(mode="fixed", heavy_ratio=0.2, chunk_count=16),
-               LPTConfig(mode="auto", overhead_lambda=0.0, min_gain=0.0)]
+               LPTConfig(mode="auto", overhead_lambda=0.0, min_gain=0.0, gsplat_kernel_below=0)]
     for config in configs:
         for extra in ({}, {"backgrounds": backgrounds}, {"backgrounds": backgrounds, "masks": masks}):
             colors, alphas, stats = gsplat_lpt.rasterize_to_pixels(**frame, **extra, config=config, return_stats=True)
