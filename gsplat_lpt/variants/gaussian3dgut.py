@@ -139,6 +139,7 @@ def compile_options() -> Tuple[str, ...]:
 # Validation and packing
 
 
+@functools.cache  # (an import statement costs about 2 us of every call)
 def _gsplat_types():
     from gsplat.cuda._wrapper import RollingShutterType, UnscentedTransformParameters
 
@@ -438,7 +439,7 @@ VARIANT = register(Variant(
     # taken in turn on one stream; 3DGUT's chunks priced in its own evaluations")
     evaluation_cost=2.0,
     # (Variant.small_frame_intersections) our 3DGUT kernels took longer per call than gsplat's, back to back, on every
-    # frame up to 88,579 intersections (1.11-1.72x; their GPU time too: 1.03-2.12x gsplat's) and less from 219,006 on
-    # (0.31-0.94x)
-    small_frame_intersections=1 << 17,
+    # frame up to 88,579 intersections in both runs (1.11-1.72x; their GPU time too: 1.03-2.14x gsplat's) and less
+    # from 219,006 on (0.31-0.95x)
+    small_frame_intersections=130_000,
 ))
