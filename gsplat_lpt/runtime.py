@@ -32,6 +32,7 @@ from .cuda_calls import (STATUS_FRAME_INDEX as _STATUS_FRAME_INDEX, STATUS_WORDS
 from .dependent_launch import DependentLaunch, dependent_launch_available
 from .errors import LPTInputError, LPTRuntimeError
 from .config import LPTConfig, warp_block_bits
+from .report_ring import ReportRing, ReportWords, facts
 from .view_memory import ViewMemory
 
 # Partial buffers "auto" starts with (4096 chunks of 256 RGB pixels); later frames grow them to what the
@@ -89,9 +90,9 @@ class Workspace:
         self.slot_floats = slot_floats  # floats a chunk leaves per pixel (partial accumulator + T)
         self.pixels = pixels  # pixels per CTA: a chunk's partials hold slot_floats per pixel
         int32 = dict(dtype=torch.int32, device=device)
-        self.schedule = torch.zeros(constants.SCHEDULE_SIZE, **int32)
-        self.total = torch.zeros(4, dtype=torch.int64, device=device)
-        self.predicted = torch.zeros(2, dtype=torch.float64, device=device)
+        self.report = ReportWords(device)  # schedule, total and predicted: views of one buffer (report_ring)
+        self.schedule, self.total, self.predicted = self.report.schedule, self.report.total, self.report.predicted
+        self.kept_reports: Optional[ReportRing] = None  # FramePlan.snapshot's copies (built on first use)
         self.histogram = torch.zeros(constants.BUCKET_COUNT, **int32)
         self.cursors = torch.zeros(constants.BUCKET_COUNT, **int32)
         self.items = 0
@@ -167,8 +168,7 @@ class FramePlan:
     the facts back (one copy). Valid until the rasterizer plans the next frame on the same stream."""
 
     __slots__ = ("rasterizer", "workspace", "frame_index", "config", "plan_mode", "intersections", "chunk_kernel",
-                 "chunking_disabled_reason", "stream_handle", "uses_feedback", "geometry", "_stream", "_copies",
-                 "_copied")
+                 "chunking_disabled_reason", "stream_handle", "uses_feedback", "geometry", "_stream", "_kept")
 
     def __init__(self, rasterizer: "Rasterizer", workspace: Workspace, frame_index: int, config: LPTConfig,
                  plan_mode: str, intersections: Intersections, chunk_kernel: bool,
@@ -186,7 +186,7 @@ class FramePlan:
         self.uses_feedback = uses_feedback  # costs from where the items stopped in the frame before
         self.geometry = intersections.history_key() if geometry is None else geometry
         self._stream: Optional[torch.cuda.Stream] = None
-        self._copies = self._copied = None
+        self._kept = None
 
     @property
     def concurrent_ctas(self) -> int:
@@ -203,25 +203,25 @@ class FramePlan:
 
     def snapshot(self) -> "FramePlan":
         """Copies this frame's schedule words to page-locked host memory without waiting (on the frame's
-        stream), so that `report()` still describes this frame after later frames reuse the workspace."""
+        stream, the current one), so that `report()` still describes this frame after later frames reuse the
+        workspace (one copy into the workspace's ReportRing)."""
         ws = self.workspace
-        self._copies = tuple(t.to("cpu", non_blocking=True) for t in (ws.schedule, ws.total[:2], ws.predicted))
-        self._copied = torch.cuda.Event()
-        self._copied.record(self.stream)
+        if ws.kept_reports is None:
+            ws.kept_reports = ReportRing(ws.report.words)
+        self._kept = ws.kept_reports.keep(self.stream)
         return self
 
     def report(self) -> Dict:
         """The schedule facts of `meta["lpt"]`: from the snapshot if one was taken, else from the workspace
         (which describes this frame until the next plan on the same stream)."""
         ws = self.workspace
-        if self._copies is not None:
-            self._copied.synchronize()
-            schedule, totals, predicted = (t.tolist() for t in self._copies)
+        if self._kept is not None:
+            schedule, totals, predicted = facts(self._kept.read())
         else:
             if self.frame_index != ws.planned_frame:
                 raise RuntimeError("this FramePlan's report was not kept (FramePlan.snapshot) and the rasterizer has "
                                    "planned another frame since")
-            schedule, totals, predicted = ws.schedule.tolist(), ws.total[:2].tolist(), ws.predicted.tolist()
+            schedule, totals, predicted = facts(ws.report.words.cpu())
         total_length, total_cost = totals
         word = constants.SCHEDULE
         max_cost = schedule[word["max_cost"]]

@@ -174,3 +174,28 @@ def test_a_view_that_never_finishes_last_keeps_its_own_pixels_per_thread(own_str
         torch.cuda.synchronize()
         if cycle > 0:  # (the first cycle has no finished frame to go by)
             assert _pixels(side_plan) == (2, 2) and _pixels(front_plan) == (1, 1)
+
+
+def test_kept_reports_describe_their_own_frames_past_the_ring(own_stream):
+    """More kept reports than a ReportRing has rows, every one read at the end: each still says what its own frame
+    did (fixed schedules of different k, frame after frame on one stream, the GPU kept busy so that the host runs
+    ahead of it), as the report read at once does."""
+    from gsplat_lpt.report_ring import ReportRing
+
+    tiles = (640 // 16) * (480 // 16)
+    lengths = torch.full((tiles,), 40)
+    lengths[tiles // 3] = 40 * tiles
+    frame = listed_frame(lengths, seed=3)
+    counts = [2, 4, 8, 16, 32, 64]
+    expected = [counts[i % len(counts)] for i in range(ReportRing.SLOTS + 5)]
+    kept = []
+    for i, k in enumerate(expected):
+        _, (*_, plan) = render(frame, LPTConfig(mode="fixed", heavy_ratio=0.01, chunk_count=k))
+        kept.append(plan.snapshot())
+        if i == 3:
+            torch.cuda._sleep(int(2e8))  # the host runs ahead of the GPU by the rest of the frames
+    ring = kept[0].workspace.kept_reports
+    # the last frame found its row still held by an unfinished frame SLOTS kept frames back: a copy of its own
+    assert kept[-1]._kept.event not in ring.events
+    assert [plan.report()["chunk_count"] for plan in kept] == expected
+    assert all(plan.report()["chunked_tiles"] > 0 for plan in kept)

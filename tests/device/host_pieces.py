@@ -116,8 +116,23 @@ def main() -> None:
     for mode in ("lpt", "auto"):
         config = LPTConfig(mode=mode)
         pieces[f"plan + run ({mode})"] = lambda c=config: r.run(r.plan(f.inter, c, True, None), params, outputs)
+    kept = r.plan(f.inter, LPTConfig(mode="auto"), True, None)
+    pieces["FramePlan.snapshot (what a hooked call keeps for meta)"] = kept.snapshot
     print(f"== pieces of a call (ladder street), {args.rounds} rounds of {args.calls} calls")
     report(rounds_us(pieces, args.calls, args.rounds), reference="gsplat")
+
+    # whole gsplat.rasterization calls (projection, tiling, blend; 640 x 480, 20,000 Gaussians): backend "cuda" and "lpt"
+    import gsplat
+
+    means, quats, scales, opacities = random_gaussians(20000, seed=1)
+    colors = torch.rand(means.shape[0], 3, device="cuda")
+    viewmats, Ks = cameras(1, 640, 480)
+    whole = {f"rasterization, backend={backend}": lambda b=backend: gsplat.rasterization(
+        means, quats, scales, opacities, colors, viewmats, Ks, 640, 480, backend=b) for backend in ("cuda", "lpt")}
+    print(f"== whole gsplat.rasterization calls (640 x 480, 20k), {args.rounds} rounds of {args.calls} calls, GPU busy")
+    report(rounds_us(whole, args.calls, args.rounds), reference="rasterization, backend=cuda")
+    print("== the same, back to back")
+    report(rounds_us(whole, args.calls, args.rounds, busy=False), reference="rasterization, backend=cuda")
 
     # what the hooked gsplat.rasterization does itself before it calls gsplat with backend="lpt": the check that no
     # input is a CPU tensor, and whole_map_chunk (against the earlier checkout's check, where one is named)
