@@ -66,7 +66,7 @@ DEFAULT_HEAVY_ITEM_PACE = 0.7
 # severe, extreme, veil: 6-19% slower at 1.43): there the chunks take the SMs first and the LPT queue's items share
 # what is left, which the mean of the work left to LPT measures and N_total / K does not. A candidate below the floor
 # stays in the search where its longest unit left lets the LPT kernel run two pixels per thread (the 6-camera rig at
-# (32, 32) took 11% less time than at the (12, 8) the floor alone allowed). One H200 (README, "The floor measured
+# (32, 32) took 11% less time than at the (12, 8) the floor alone allowed). One H200 (examples/results/JOURNAL.md, "The floor measured
 # against the work left to LPT"): every imbalanced ladder frame within 1.5% of the best fixed schedule (mixed 1.011,
 # mild 1.015, veil 1.013), where Eq. (6) alone had mixed at 1.041.
 DEFAULT_CHUNKED_COST_FLOOR = 1.0 / DEFAULT_HEAVY_ITEM_PACE

@@ -66,7 +66,7 @@ class Variant:
     evaluation_cost: float = 1.0
     # calls of fewer intersections go to gsplat's own function (LPTConfig.gsplat_kernel_below, None). One NVIDIA H200,
     # random Gaussians from 160 x 120 to 1280 x 720 and the trained bonsai, calls enqueued back to back, two runs on
-    # hosts whose Python ran at different speeds (tests/device/small_frames.py; README, "Small frames to gsplat's own
+    # hosts whose Python ran at different speeds (tests/device/small_frames.py; examples/results/JOURNAL.md, "Small frames to gsplat's own
     # kernel"): with our kernels 3DGS took longer per call than with gsplat's on every frame up to 55,238
     # intersections in both runs (1.09-1.75x: our host time above gsplat's GPU time, which our kernels shortened by
     # at most 17%) and on the one of 73,107 on the slower host (1.34x, 1.51x; 0.84x, 0.94x on the other), less on

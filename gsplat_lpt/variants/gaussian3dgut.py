@@ -435,8 +435,8 @@ VARIANT = register(Variant(
     no_last_ids_kernel=True,  # (PlainColorAccumulator's write leaves a null last_ids alone)
     latency_bound_build=True,  # (kernels/blend_3dgut.cu, kLatencyBoundBuild)
     # gsplat's own eval3d blend took 1.75x its 3DGS blend on the ladder's veil frame (H200); with lambda / 2 auto
-    # chose (21, 32) there instead of (21, 16): 7.80x gsplat's blend against 7.25x in one process (README, "Cameras
-    # taken in turn on one stream; 3DGUT's chunks priced in its own evaluations")
+    # chose (21, 32) there instead of (21, 16): 7.80x gsplat's blend against 7.25x in one process
+    # (examples/results/JOURNAL.md, "Cameras taken in turn on one stream; 3DGUT's chunks priced in its own evaluations")
     evaluation_cost=2.0,
     # (Variant.small_frame_intersections) our 3DGUT kernels took longer per call than gsplat's, back to back, on every
     # frame up to 88,579 intersections in both runs (1.11-1.72x; their GPU time too: 1.03-2.14x gsplat's) and less

@@ -1,4 +1,4 @@
-"""A probe (README, "A done pixel marked by T's sign; four pixels per thread and walk lists tried"): a persistent
+"""A probe (examples/results/JOURNAL.md, "A done pixel marked by T's sign; four pixels per thread and walk lists tried"): a persistent
 3DGS kernel of four pixels per thread (64-thread CTAs of a 16 x 16 tile) against the two-pixel kernel, in lpt mode,
 GPU time with the host hidden, on real and balanced frames. The four-pixel kernel is the core's template at P = 4,
 compiled from a temporary copy of kernels/ whose ResidentThreads gives P = 4 its own bound (-DLPT_P4_RESIDENT: 1024
