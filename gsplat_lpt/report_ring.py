@@ -5,7 +5,9 @@ The plan writes a frame's schedule words, totals and predicted costs into one de
 frames have reused the workspace. Three `.to("cpu", non_blocking=True)` copies did that, each allocating page-locked
 memory: 46 us of host time per call on an H200's host (tests/device/host_pieces.py), more than our whole blend call
 adds to gsplat's. A `ReportRing` copies the words into one of SLOTS rows of page-locked memory allocated once; a
-row is taken over only after the report it held was read into ordinary memory.
+row is taken over only after the report it held was read into ordinary memory. The copy and the event behind it are
+enqueued on the frame's raw stream handle through the CUDA runtime (torch's `copy_` into a row and `Event.record`
+on a Stream object cost about 12 us of a call; the events stay torch's, for query and synchronize).
 """
 
 from __future__ import annotations
@@ -45,6 +47,34 @@ def facts(words: Tensor) -> Tuple[List[int], List[int], List[float]]:
     return schedule.tolist(), total[:2].tolist(), predicted.tolist()
 
 
+_MEMCPY_DEVICE_TO_HOST = 2  # cudaMemcpyDeviceToHost
+
+
+def copy_async(destination: int, source: int, nbytes: int, stream_handle: int) -> None:
+    """cudaMemcpyAsync device -> page-locked host on a raw stream handle."""
+    from .cuda_calls import cuda_runtime
+
+    cuda_runtime().memcpyAsync(destination, source, nbytes, _MEMCPY_DEVICE_TO_HOST, stream_handle)
+
+
+def record_event(event: torch.cuda.Event, stream_handle: int) -> None:
+    """cudaEventRecord of a torch event (one of new_event's) on a raw stream handle."""
+    from .cuda_calls import cuda_runtime
+
+    cuda_runtime().eventRecord(event.cuda_event, stream_handle)
+
+
+def new_event(device: torch.device) -> torch.cuda.Event:
+    """A torch event that exists on `device` (torch creates one at its first record), for record_event."""
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream(device))
+    return event
+
+
+def page_locked(*shape: int) -> Tensor:
+    return torch.empty(shape, dtype=torch.uint8, pin_memory=True)
+
+
 class ReportRing:
     """SLOTS rows of page-locked memory, each the copy of one frame's report words, taken in turn."""
 
@@ -52,42 +82,45 @@ class ReportRing:
 
     def __init__(self, words: Tensor):
         self.words = words  # the workspace's device buffer (ReportWords.words)
-        self.host = torch.empty((self.SLOTS, words.numel()), dtype=torch.uint8, pin_memory=True)
-        self.events = [torch.cuda.Event() for _ in range(self.SLOTS)]
+        self.nbytes = words.numel()
+        self.host = page_locked(self.SLOTS, self.nbytes)
+        self.events = [new_event(words.device) for _ in range(self.SLOTS)]
         self.owners: List[Optional[weakref.ref]] = [None] * self.SLOTS  # the KeptReport in each row
         self.next_slot = 0
 
-    def keep(self, stream: torch.cuda.Stream) -> "KeptReport":
-        """Copies the words as the frame leaves them (after its kernels), without waiting. `stream`: the frame's,
-        which must be the current stream (FramePlan.stream checks; entering a stream context costs 10 us)."""
+    def keep(self, stream_handle: int) -> "KeptReport":
+        """Copies the words as the frame leaves them (after its kernels), without waiting, on `stream_handle` (the
+        frame's cudaStream_t, the current stream)."""
         slot = self.next_slot
         owner = self.owners[slot]
         earlier = owner() if owner is not None else None
         if earlier is not None and earlier.words is None:
             if not self.events[slot].query():  # the GPU is SLOTS kept frames behind the host: a copy of its own
-                host, event = self.words.to("cpu", non_blocking=True), torch.cuda.Event()
-                event.record(stream)
-                return KeptReport(host, event)
+                host, event = page_locked(1, self.nbytes), new_event(self.words.device)
+                copy_async(host.data_ptr(), self.words.data_ptr(), self.nbytes, stream_handle)
+                record_event(event, stream_handle)
+                return KeptReport(host, 0, event)
             earlier.read()  # (its copy has finished: moved out of the row it leaves)
         self.next_slot = (slot + 1) % self.SLOTS
-        self.host[slot].copy_(self.words, non_blocking=True)
-        self.events[slot].record(stream)
-        kept = KeptReport(self.host[slot], self.events[slot])
+        copy_async(self.host.data_ptr() + slot * self.nbytes, self.words.data_ptr(), self.nbytes, stream_handle)
+        record_event(self.events[slot], stream_handle)
+        kept = KeptReport(self.host, slot, self.events[slot])
         self.owners[slot] = weakref.ref(kept)
         return kept
 
 
 class KeptReport:
-    """One frame's copy in page-locked memory (a ReportRing row), read into ordinary memory on first use."""
+    """One frame's copy in page-locked memory (row `slot` of `rows`, a ReportRing's), read into ordinary memory on
+    first use."""
 
-    __slots__ = ("host", "event", "words", "__weakref__")
+    __slots__ = ("rows", "slot", "event", "words", "__weakref__")
 
-    def __init__(self, host: Tensor, event: torch.cuda.Event):
-        self.host, self.event, self.words = host, event, None
+    def __init__(self, rows: Tensor, slot: int, event: torch.cuda.Event):
+        self.rows, self.slot, self.event, self.words = rows, slot, event, None
 
     def read(self) -> Tensor:
         if self.words is None:
             self.event.synchronize()
-            self.words = self.host.clone()
-            self.host = self.event = None  # (the row is free for a later frame)
+            self.words = self.rows[self.slot].clone()
+            self.rows = self.event = None  # (the row is free for a later frame)
         return self.words

@@ -208,7 +208,7 @@ class FramePlan:
         ws = self.workspace
         if ws.kept_reports is None:
             ws.kept_reports = ReportRing(ws.report.words)
-        self._kept = ws.kept_reports.keep(self.stream)
+        self._kept = ws.kept_reports.keep(self.stream_handle)
         return self
 
     def report(self) -> Dict:
