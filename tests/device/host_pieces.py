@@ -118,6 +118,13 @@ def main() -> None:
         pieces[f"plan + run ({mode})"] = lambda c=config: r.run(r.plan(f.inter, c, True, None), params, outputs)
     kept = r.plan(f.inter, LPTConfig(mode="auto"), True, None)
     pieces["FramePlan.snapshot (what a hooked call keeps for meta)"] = kept.snapshot
+    for suffix, package in list(packages.items())[1:]:  # the earlier checkout's snapshot in the same rounds
+        earlier_runtime = importlib.import_module(package.__name__ + ".runtime")
+        earlier_3dgs = importlib.import_module(package.__name__ + ".variants.gaussian3d")
+        earlier_frame = earlier_3dgs.Frame3DGS(*call_args)
+        earlier = earlier_runtime.rasterizer_for(earlier_3dgs.VARIANT, 3, earlier_frame.inter.tile_size, m.device)
+        earlier_kept = earlier.plan(earlier_frame.inter, package.LPTConfig(mode="auto"), True, None)
+        pieces[f"FramePlan.snapshot{suffix}"] = earlier_kept.snapshot
     print(f"== pieces of a call (ladder street), {args.rounds} rounds of {args.calls} calls")
     report(rounds_us(pieces, args.calls, args.rounds), reference="gsplat")
 
