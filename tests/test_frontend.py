@@ -154,9 +154,25 @@ def _bad_input_cases():
     return cases
 
 
-@pytest.mark.parametrize("change", _bad_input_cases() + [dict(), dict(backgrounds=torch.zeros(1, 3)),
-                                                          dict(masks=torch.ones(1, 2, 3, dtype=torch.bool)),
-                                                          dict(colors=torch.zeros(1, 5, 5))])
+def _packed(**change):
+    """A packed call (gsplat.rasterization's default: rows [nnz, ...] of every image; two images here), changed."""
+    return {"means2d": torch.zeros(7, 2), "conics": torch.zeros(7, 3), "colors": torch.zeros(7, 3),
+            "opacities": torch.zeros(7), "isect_offsets": torch.zeros(2, 2, 3, dtype=torch.int32), "packed": True,
+            **change}
+
+
+PACKED_CASES = [_packed(), _packed(backgrounds=torch.zeros(2, 3)), _packed(masks=torch.ones(2, 2, 3, dtype=torch.bool)),
+                _packed(colors=torch.zeros(7, 16)), _packed(opacities=torch.zeros(6)), _packed(conics=torch.zeros(7, 2)),
+                _packed(colors=torch.zeros(6, 3)), _packed(means2d=torch.zeros(1, 7, 2)),
+                _packed(opacities=torch.zeros(7, 1)), _packed(backgrounds=torch.zeros(1, 3)),
+                _packed(isect_offsets=torch.zeros(2, 3, dtype=torch.int32)), _packed(packed=1),
+                _packed(masks=torch.ones(1, 2, 3, dtype=torch.bool)), _packed(colors=torch.zeros(7, 600)),
+                _packed(flatten_ids=torch.zeros(2, 2, dtype=torch.int32)), _packed(image_width=100)]
+
+
+@pytest.mark.parametrize("change", _bad_input_cases() + PACKED_CASES + [
+    dict(), dict(backgrounds=torch.zeros(1, 3)), dict(masks=torch.ones(1, 2, 3, dtype=torch.bool)),
+    dict(colors=torch.zeros(1, 5, 5))])
 def test_fast_path_accepts_only_what_the_full_validation_accepts(change, monkeypatch):
     """The usual call's few checks (gaussian3d._usual_call) against the full validation, on CPU tensors (the
     fast path's device check lowered to take them): where the fast path accepts, the full validation passes

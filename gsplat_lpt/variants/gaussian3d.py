@@ -81,13 +81,13 @@ _FIRST_DEVICE_INDEX = 0
 
 def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size, isect_offsets,
                 flatten_ids, packed):
-    """The usual call (unpacked, one CUDA device, gsplat's dtypes and shapes) checked in a few operations:
-    (rows, channels, device, isect_offsets.shape), or None to let the full validation say what is wrong.
-    (Each `.shape` builds a torch.Size: every one is read once, as a tuple, whose slices and comparisons cost a
-    third of a torch.Size's.)"""
+    """The usual call (unpacked, or packed as `gsplat.rasterization` calls by default; one CUDA device, gsplat's
+    dtypes and shapes) checked in a few operations: (rows, channels, device, isect_offsets.shape), or None to let
+    the full validation say what is wrong. (Each `.shape` builds a torch.Size: every one is read once, as a tuple,
+    whose slices and comparisons cost a third of a torch.Size's.)"""
     try:
-        if packed or not (type(width) is int and type(height) is int and type(tile_size) is int
-                          and width > 0 and height > 0 and 0 < tile_size <= constants.MAX_TILE_SIZE):
+        if not (type(width) is int and type(height) is int and type(tile_size) is int
+                and width > 0 and height > 0 and 0 < tile_size <= constants.MAX_TILE_SIZE):
             return None
         if not (means2d.dtype is _F32 and conics.dtype is _F32 and colors.dtype is _F32 and opacities.dtype is _F32
                 and isect_offsets.dtype is _I32 and flatten_ids.dtype is _I32):
@@ -99,11 +99,15 @@ def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, h
             return None
         shape, offsets_shape = tuple(means2d.shape), tuple(isect_offsets.shape)
         conics_shape, colors_shape = tuple(conics.shape), tuple(colors.shape)
-        rank, points, channels = len(shape), shape[:-1], colors_shape[-1]  # points: [..., N]
-        dims = points[:-1]
-        if not (rank >= 3 and shape[-1] == 2 and conics_shape[-1] == 3 and conics_shape[:-1] == points
-                and colors_shape[:-1] == points and tuple(opacities.shape) == points
-                and len(offsets_shape) == rank and offsets_shape[:-2] == dims and flatten_ids.dim() == 1
+        rank, points, channels = len(shape), shape[:-1], colors_shape[-1]  # points: [..., N], or [nnz] packed
+        if packed:  # [nnz, ...] rows of any images; the image dims are the offsets'
+            dims = offsets_shape[:-2]
+            ranks_fit = rank == 2 and len(offsets_shape) >= 3
+        else:
+            dims = points[:-1]
+            ranks_fit = rank >= 3 and len(offsets_shape) == rank and offsets_shape[:-2] == dims
+        if not (ranks_fit and shape[-1] == 2 and conics_shape[-1] == 3 and conics_shape[:-1] == points
+                and colors_shape[:-1] == points and tuple(opacities.shape) == points and flatten_ids.dim() == 1
                 and 0 < channels <= frontend.GSPLAT_CHANNELS[-1]
                 and offsets_shape[-2] * tile_size >= height and offsets_shape[-1] * tile_size >= width):
             return None
