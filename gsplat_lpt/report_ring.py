@@ -48,20 +48,26 @@ def facts(words: Tensor) -> Tuple[List[int], List[int], List[float]]:
 
 
 _MEMCPY_DEVICE_TO_HOST = 2  # cudaMemcpyDeviceToHost
+_runtime = None  # CuPy's CUDA runtime module, looked up once (an import on every call cost about 2 us)
+
+
+def _cuda_runtime():
+    global _runtime
+    if _runtime is None:
+        from .cuda_calls import cuda_runtime
+
+        _runtime = cuda_runtime()
+    return _runtime
 
 
 def copy_async(destination: int, source: int, nbytes: int, stream_handle: int) -> None:
     """cudaMemcpyAsync device -> page-locked host on a raw stream handle."""
-    from .cuda_calls import cuda_runtime
-
-    cuda_runtime().memcpyAsync(destination, source, nbytes, _MEMCPY_DEVICE_TO_HOST, stream_handle)
+    (_runtime or _cuda_runtime()).memcpyAsync(destination, source, nbytes, _MEMCPY_DEVICE_TO_HOST, stream_handle)
 
 
 def record_event(event: torch.cuda.Event, stream_handle: int) -> None:
     """cudaEventRecord of a torch event (one of new_event's) on a raw stream handle."""
-    from .cuda_calls import cuda_runtime
-
-    cuda_runtime().eventRecord(event.cuda_event, stream_handle)
+    (_runtime or _cuda_runtime()).eventRecord(event.cuda_event, stream_handle)
 
 
 def new_event(device: torch.device) -> torch.cuda.Event:

@@ -177,7 +177,8 @@ def measure(name, frame, repeats, grid):
 
     gsplat_blend = original("rasterize_to_pixels")
     configs = {"lpt": LPTConfig(mode="lpt"), "auto": LPTConfig(mode="auto"),
-               "lpt-nocull": LPTConfig(mode="lpt", cull=False)}
+               "lpt-nocull": LPTConfig(mode="lpt", cull=False),
+               "lpt-1px": LPTConfig(mode="lpt", pixels_per_thread=1), "lpt-2px": LPTConfig(mode="lpt", pixels_per_thread=2)}
     if grid:
         configs.update({f"fixed({rho},{k})": LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
                         for rho, k in GRID})
@@ -238,6 +239,10 @@ def main() -> int:
               f"{(best['name'][5:] + ' ' + format(best['ms'], '.3f')) if best else '-':>16} "
               f"{w['vanilla'] / w['lpt']:>7.2f}/{w['vanilla'] / w['auto']:<8.2f} {g['vanilla'] / g['lpt-nocull']:>8.2f} "
               f"{str(r['lpt']['bitwise']):>7} {r['auto']['psnr']:>7.1f}")
+    print("\nGPU ms: lpt (its own choice of pixels per thread) / one pixel / two pixels per thread")
+    for r in rows:
+        g = r["gpu_ms"]
+        print(f"{r['frame']:<16} {g['lpt']:.3f} ({r['lpt']['pixels_per_thread']}) / {g['lpt-1px']:.3f} / {g['lpt-2px']:.3f}")
     slower = [r["frame"] for r in rows if min(r["gpu_ms"]["vanilla"] / r["gpu_ms"][m] for m in ("lpt", "auto")) < 1.0]
     print(f"frames where lpt or auto is slower than gsplat (GPU time): {slower or 'none'}")
     print(f"lpt not bit for bit: {[r['frame'] for r in rows if not r['lpt']['bitwise']] or 'none'}; "
