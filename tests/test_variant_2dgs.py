@@ -170,6 +170,55 @@ def test_validation_names_the_argument(name, bad, message, packed):
         surfel2d.rasterize_to_pixels_2dgs(**args, packed=packed)
 
 
+def _fast_path_cases():
+    """Good calls and changes the usual call's few checks (surfel2d._usual_call) must refuse: every change of
+    test_validation_names_the_argument, packed or not, and shapes, image dims, backgrounds and masks."""
+    cases = []
+    for packed in (False, True):
+        base = _args(packed=packed, images=(2,))
+        rows = tuple(base["opacities"].shape)
+        marks = test_validation_names_the_argument.pytestmark
+        for name, bad, _ in next(mark.args[1] for mark in marks if mark.args[0] == "name, bad, message"):
+            cases.append(dict(base, **{name: bad(rows)}, packed=packed))
+        cases += [dict(base, packed=packed), dict(base, packed=packed, backgrounds=torch.zeros(2, 3)),
+                  dict(base, packed=packed, masks=torch.ones(2, 1, 1, dtype=torch.bool)),
+                  dict(base, packed=packed, colors=torch.zeros(rows + (5,))),
+                  dict(base, packed=packed, backgrounds=torch.zeros(1, 3)),
+                  dict(base, packed=packed, backgrounds=torch.zeros(2, 4)),
+                  dict(base, packed=packed, masks=torch.ones(1, 1, 1, dtype=torch.bool)),
+                  dict(base, packed=packed, masks=torch.ones(2, 1, 1)),
+                  dict(base, packed=packed, densify="densify"),
+                  dict(base, packed=packed, isect_offsets=torch.zeros(3, 1, 1, dtype=torch.int32)),
+                  dict(base, packed=packed, isect_offsets=torch.zeros(1, 1, dtype=torch.int32)),
+                  dict(base, packed=packed, flatten_ids=torch.zeros(1, 1, dtype=torch.int32)),
+                  dict(base, packed=packed, image_width=17), dict(base, packed=packed, tile_size=16.0),
+                  dict(base, packed=not packed), dict(base, packed=packed, ray_transforms=torch.zeros(rows + (3, 3))[:1])]
+    return cases
+
+
+@pytest.mark.parametrize("case", _fast_path_cases())
+def test_fast_path_accepts_only_what_the_full_validation_accepts(case, monkeypatch):
+    """Where the usual call's checks accept (CPU tensors, their device check lowered to take them), the full
+    validation passes up to its device check and finds the same rows and channels; where it refuses, the full
+    validation refuses too or only the device check stops it (a call the fast path leaves to it)."""
+    monkeypatch.setattr(surfel2d, "_FIRST_DEVICE_INDEX", -1)
+    args = {"backgrounds": None, "masks": None, **case}
+    keys = ("means2d", "ray_transforms", "colors", "opacities", "normals", "densify", "backgrounds", "masks",
+            "image_width", "image_height", "tile_size", "isect_offsets", "flatten_ids", "packed")
+    usual = surfel2d._usual_call(*[args[k] for k in keys])
+    try:
+        surfel2d.Frame2DGS.__new__(surfel2d.Frame2DGS)._validate(*[args[k] for k in keys])
+        full_error = None
+    except (LPTInputError, ValueError, TypeError) as error:
+        full_error = str(error)
+    full_accepts = full_error is not None and "CUDA tensors only" in full_error  # only the device check refused
+    assert (usual is not None) == full_accepts, (usual, full_error)
+    if usual is not None:
+        rows, channels, _, offsets_shape = usual
+        assert rows == args["means2d"].numel() // 2 and channels == args["colors"].shape[-1]
+        assert offsets_shape == tuple(args["isect_offsets"].shape)
+
+
 def test_validation_of_image_dims_backgrounds_and_device():
     args = _args(images=(2, 3))
     args["isect_offsets"] = torch.zeros(2, 1, 1, dtype=torch.int32)

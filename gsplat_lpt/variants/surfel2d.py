@@ -119,21 +119,76 @@ def validate(means2d, ray_transforms, colors, opacities, normals, densify, packe
     return means2d.numel() // 2, channels
 
 
+_F32, _I32, _BOOL = torch.float32, torch.int32, torch.bool
+_DEFAULT_CONFIG = LPTConfig()  # (frozen: one instance for every call that gives none; a new one would also make the
+# runtime set the plan's policy constants again)
+
+# The device index a tensor of the usual call has at least (CUDA: 0; the CPU tests of the shape checks lower it to
+# -1, a CPU tensor's get_device()).
+_FIRST_DEVICE_INDEX = 0
+
+
+def _usual_call(means2d, ray_transforms, colors, opacities, normals, densify, backgrounds, masks, width, height,
+                tile_size, isect_offsets, flatten_ids, packed):
+    """The usual call (unpacked or packed, one CUDA device, gsplat's dtypes and shapes) checked in a few operations,
+    as gaussian3d's is: (rows, channels, device, isect_offsets.shape), or None to let the full validation say what
+    is wrong. (The full validation took about half of this variant's host time of a call on an H200's host.)"""
+    try:
+        if not (type(width) is int and type(height) is int and type(tile_size) is int
+                and width > 0 and height > 0 and 0 < tile_size <= constants.MAX_TILE_SIZE):
+            return None
+        if not (means2d.dtype is _F32 and ray_transforms.dtype is _F32 and colors.dtype is _F32
+                and opacities.dtype is _F32 and normals.dtype is _F32 and isect_offsets.dtype is _I32
+                and flatten_ids.dtype is _I32 and isinstance(densify, Tensor)):
+            return None
+        index = means2d.get_device()
+        if not (index >= _FIRST_DEVICE_INDEX and ray_transforms.get_device() == index
+                and colors.get_device() == index and opacities.get_device() == index
+                and normals.get_device() == index and densify.get_device() == index
+                and isect_offsets.get_device() == index and flatten_ids.get_device() == index):
+            return None
+        shape, offsets_shape, colors_shape = tuple(means2d.shape), tuple(isect_offsets.shape), tuple(colors.shape)
+        rank, points, channels = len(shape), shape[:-1], colors_shape[-1]  # points: [..., N], or [nnz] packed
+        if packed:
+            dims = offsets_shape[:-2]
+            ranks_fit = rank == 2 and len(offsets_shape) >= 3
+        else:
+            dims = points[:-1]
+            ranks_fit = rank >= 3 and len(offsets_shape) == rank and offsets_shape[:-2] == dims
+        if not (ranks_fit and shape[-1] == 2 and tuple(ray_transforms.shape) == points + (3, 3)
+                and colors_shape[:-1] == points and tuple(opacities.shape) == points
+                and tuple(normals.shape) == points + (3,) and tuple(densify.shape) == points + (2,)
+                and flatten_ids.dim() == 1 and 0 < channels <= CHANNELS_2DGS[-1]
+                and offsets_shape[-2] * tile_size >= height and offsets_shape[-1] * tile_size >= width):
+            return None
+        if backgrounds is not None and not (backgrounds.dtype is _F32 and backgrounds.get_device() == index
+                                            and tuple(backgrounds.shape) == dims + (channels,)):
+            return None
+        if masks is not None and not (masks.dtype is _BOOL and masks.get_device() == index
+                                      and tuple(masks.shape) == offsets_shape):
+            return None
+        return means2d.numel() // 2, channels, means2d.device, offsets_shape
+    except (AttributeError, TypeError, IndexError):  # not tensors (or 0-d ones): the full validation names them
+        return None
+
+
 class Frame2DGS:
     """One call's validated, contiguous, padded tensors; `render` plans and runs them (the low-level entry
     that tests and tools use to get last_ids, median_ids and the plan too)."""
 
     def __init__(self, means2d, ray_transforms, colors, opacities, normals, densify, backgrounds, masks, width,
                  height, tile_size, isect_offsets, flatten_ids, packed):
-        width, height, tile_size = frontend.image_sizes(width, height, tile_size, isect_offsets)
-        rows, channels = validate(means2d, ray_transforms, colors, opacities, normals, densify, packed)
-        frontend.check_image_dims(means2d, isect_offsets, backgrounds, channels, packed, flat_backgrounds=False)
-        self.inter = frontend.intersections(isect_offsets, flatten_ids, masks, width, height, tile_size, rows)
-        self.device = frontend.require_one_cuda_device(
-            [("means2d", means2d), ("ray_transforms", ray_transforms), ("colors", colors), ("opacities", opacities),
-             ("normals", normals), ("densify", densify), ("isect_offsets", isect_offsets),
-             ("flatten_ids", flatten_ids), ("backgrounds", backgrounds), ("masks", masks)])
-        self.image_dims = tuple(isect_offsets.shape[:-2])
+        usual = _usual_call(means2d, ray_transforms, colors, opacities, normals, densify, backgrounds, masks, width,
+                            height, tile_size, isect_offsets, flatten_ids, packed)
+        if usual is not None:
+            rows, channels, self.device, offsets_shape = usual
+            self.inter = frontend.intersections(isect_offsets, flatten_ids, masks, width, height, tile_size, rows,
+                                                checked=True, offsets_shape=offsets_shape)
+        else:
+            self._validate(means2d, ray_transforms, colors, opacities, normals, densify, backgrounds, masks, width,
+                           height, tile_size, isect_offsets, flatten_ids, packed)
+            offsets_shape = isect_offsets.shape
+        self.image_dims = tuple(offsets_shape[:-2])
         colors, backgrounds, self.padding = pad_channels(colors, backgrounds)
         self.means2d, self.ray_transforms = means2d.contiguous(), ray_transforms.contiguous()
         self.colors, self.opacities = frontend.aligned_rows(colors.contiguous(), colors.shape[-1]), opacities.contiguous()
@@ -142,6 +197,18 @@ class Frame2DGS:
         self.masks = masks
         self.channels = self.colors.shape[-1]
 
+    def _validate(self, means2d, ray_transforms, colors, opacities, normals, densify, backgrounds, masks, width,
+                  height, tile_size, isect_offsets, flatten_ids, packed):
+        """Every check, each error naming its argument (the device check last)."""
+        width, height, tile_size = frontend.image_sizes(width, height, tile_size, isect_offsets)
+        rows, channels = validate(means2d, ray_transforms, colors, opacities, normals, densify, packed)
+        frontend.check_image_dims(means2d, isect_offsets, backgrounds, channels, packed, flat_backgrounds=False)
+        self.inter = frontend.intersections(isect_offsets, flatten_ids, masks, width, height, tile_size, rows)
+        self.device = frontend.require_one_cuda_device(
+            [("means2d", means2d), ("ray_transforms", ray_transforms), ("colors", colors), ("opacities", opacities),
+             ("normals", normals), ("densify", densify), ("isect_offsets", isect_offsets),
+             ("flatten_ids", flatten_ids), ("backgrounds", backgrounds), ("masks", masks)])
+
     def render(self, config: LPTConfig, chunking_allowed: bool = True, reason: Optional[str] = None,
                with_last_ids: bool = True):
         """(render_colors, render_alphas, render_normals, render_distort, render_median, last_ids, median_ids,
@@ -149,15 +216,14 @@ class Frame2DGS:
         (inference: nothing needs them; the kernels get null pointers for both)."""
         inter, dims = self.inter, self.image_dims
         H, W = inter.image_height, inter.image_width
-        empty = dict(dtype=torch.float32, device=self.device)
-        render_colors = torch.empty(dims + (H, W, self.channels), **empty)
-        render_alphas = torch.empty(dims + (H, W, 1), **empty)
-        render_normals = torch.empty(dims + (H, W, 3), **empty)
-        render_distort = torch.empty(dims + (H, W, 1), **empty)
-        render_median = torch.empty(dims + (H, W, 1), **empty)
-        ids = dict(dtype=torch.int32, device=self.device)
-        last_ids = torch.empty(dims + (H, W), **ids) if with_last_ids else None
-        median_ids = torch.empty(dims + (H, W), **ids) if with_last_ids else None
+        empty = self.means2d.new_empty  # (float32 on the frame's device; cheaper than torch.empty with keywords)
+        render_colors = empty(dims + (H, W, self.channels))
+        render_alphas = empty(dims + (H, W, 1))
+        render_normals = empty(dims + (H, W, 3))
+        render_distort = empty(dims + (H, W, 1))
+        render_median = empty(dims + (H, W, 1))
+        last_ids = empty(dims + (H, W), dtype=_I32) if with_last_ids else None
+        median_ids = empty(dims + (H, W), dtype=_I32) if with_last_ids else None
         outputs_ = (render_colors, render_alphas, render_normals, render_distort, render_median, last_ids, median_ids)
         if inter.num_images == 0:  # nothing to launch
             return (*outputs_, None)
@@ -238,7 +304,7 @@ def rasterize_with_plan(
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Optional[FramePlan]]:
     """gsplat's rasterize_to_pixels_2dgs on our kernels: (render_colors, render_alphas, render_normals,
     render_distort, render_median, plan)."""
-    config = config or LPTConfig()
+    config = config or _DEFAULT_CONFIG
     if not isinstance(config, LPTConfig):
         raise TypeError(f"config must be a gsplat_lpt.LPTConfig, got {type(config).__name__}")
     if frontend.gsplat_takes(VARIANT, config, flatten_ids):  # a small frame: gsplat's own call
