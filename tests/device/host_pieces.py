@@ -87,6 +87,23 @@ def main() -> None:
         print(f"== {frame_name}: back to back (no sleep: each call costs the larger of its host and GPU time)")
         report(rounds_us(kinds, args.calls, args.rounds, busy=False), reference="gsplat")
 
+    # 2DGS: one 640 x 480 frame of 20,000 surfels (our kernels, hand-off off), every checkout in the same rounds
+    from gsplat_lpt.tools.frame import project_variant_frame
+
+    means, quats, scales, opacities = random_gaussians(20000, seed=1)
+    colors = torch.rand(means.shape[0], 3, device="cuda")
+    surfels = project_variant_frame("2dgs", means, quats, scales, opacities, colors, *cameras(1, 640, 480), 640, 480)
+    surfel_args, surfel_kwargs = surfels.call_arguments()
+    gsplat_2dgs = original("rasterize_to_pixels_2dgs")
+    kinds = {"gsplat 2DGS": lambda: gsplat_2dgs(*surfel_args, **surfel_kwargs)}
+    for mode in ("lpt", "auto"):
+        for suffix, package in packages.items():
+            config = package.LPTConfig(mode=mode, gsplat_kernel_below=0)
+            kinds[f"2DGS {mode}{suffix}"] = lambda p=package, c=config: p.rasterize_to_pixels_2dgs(
+                *surfel_args, **surfel_kwargs, config=c)
+    print(f"== 2DGS 640x480 20k: {args.rounds} rounds of {args.calls} calls, GPU busy")
+    report(rounds_us(kinds, args.calls, args.rounds), reference="gsplat 2DGS")
+
     # the pieces of a call, each alone (the same rounds)
     from gsplat_lpt.runtime import current_stream_handle, rasterizer_for
     from gsplat_lpt.variants.gaussian3d import VARIANT, Frame3DGS, Outputs3DGS, Params3DGS
