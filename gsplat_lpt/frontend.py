@@ -154,6 +154,39 @@ def intersections(isect_offsets: Any, flatten_ids: Any, masks: Any, image_width:
                          image_height, tile_size, tile_width, tile_height, num_gaussians, num_items)
 
 
+# The usual call's few checks, shared by the variants' fast paths (gaussian3d._usual_call, surfel2d._usual_call):
+# each returns False (or None) where the full validation must look, which then names what is wrong.
+
+def usual_sizes(width: Any, height: Any, tile_size: Any) -> bool:
+    """Image and tile sizes that are plain positive ints, the tile within constants.MAX_TILE_SIZE."""
+    return (type(width) is int and type(height) is int and type(tile_size) is int
+            and width > 0 and height > 0 and 0 < tile_size <= constants.MAX_TILE_SIZE)
+
+
+def usual_image_dims(shape: Tuple[int, ...], offsets_shape: Tuple[int, ...], packed: Any, width: int, height: int,
+                     tile_size: int) -> Optional[Tuple[int, ...]]:
+    """The image dims of a call whose means2d has `shape` ([..., N, 2], or [nnz, 2] packed: rows of any image) and
+    whose offsets cover the image: the offsets' leading dims, or None."""
+    if packed:
+        if len(shape) != 2 or len(offsets_shape) < 3:
+            return None
+    elif len(shape) < 3 or len(offsets_shape) != len(shape) or offsets_shape[:-2] != shape[:-2]:
+        return None
+    if shape[-1] != 2 or offsets_shape[-2] * tile_size < height or offsets_shape[-1] * tile_size < width:
+        return None
+    return offsets_shape[:-2]
+
+
+def usual_extras(backgrounds: Optional[Tensor], masks: Optional[Tensor], index: int, dims: Tuple[int, ...],
+                 channels: int, offsets_shape: Tuple[int, ...]) -> bool:
+    """Backgrounds [..., channels] and masks like the offsets, on device `index`, where given."""
+    if backgrounds is not None and not (backgrounds.dtype is torch.float32 and backgrounds.get_device() == index
+                                        and tuple(backgrounds.shape) == dims + (channels,)):
+        return False
+    return masks is None or (masks.dtype is torch.bool and masks.get_device() == index
+                             and tuple(masks.shape) == offsets_shape)
+
+
 def needs_grad(*tensors: Optional[Tensor]) -> bool:
     if not torch.is_grad_enabled():
         return False

@@ -88,6 +88,21 @@ def flatten_ids_said_on_cuda(count: int) -> torch.Tensor:
     return torch.zeros(count, dtype=torch.int32).as_subclass(_SaidOnCuda)
 
 
+def assert_fast_path_agrees(usual, validate, args: Sequence) -> None:
+    """A variant's usual-call checks (`usual`: their result on `args`, CPU tensors) against its full validation
+    (`validate(*args)`): the fast path accepts exactly the calls the full validation passes up to its device check,
+    the one check CPU tensors fail."""
+    from gsplat_lpt.errors import LPTInputError
+
+    try:
+        validate(*args)
+        full_error = None
+    except (LPTInputError, ValueError, TypeError, NotImplementedError) as error:
+        full_error = str(error)
+    full_accepts = full_error is not None and "CUDA tensors only" in full_error
+    assert (usual is not None) == full_accepts, (usual, full_error)
+
+
 def write_splat(path: Path, count: int = 500, seed: int = 0) -> Path:
     """A tiny antimatter15 .splat file: `count` Gaussians around the origin."""
     from gsplat_lpt.scenes.loaders import SPLAT_RECORD

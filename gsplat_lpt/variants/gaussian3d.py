@@ -70,7 +70,7 @@ def validate(means2d, conics, colors, opacities, backgrounds, masks, packed: boo
     return means2d.numel() // 2, channels
 
 
-_F32, _I32, _BOOL = torch.float32, torch.int32, torch.bool
+_F32, _I32 = torch.float32, torch.int32
 _DEFAULT_CONFIG = LPTConfig()
 
 
@@ -86,8 +86,7 @@ def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, h
     the full validation say what is wrong. (Each `.shape` builds a torch.Size: every one is read once, as a tuple,
     whose slices and comparisons cost a third of a torch.Size's.)"""
     try:
-        if not (type(width) is int and type(height) is int and type(tile_size) is int
-                and width > 0 and height > 0 and 0 < tile_size <= constants.MAX_TILE_SIZE):
+        if not frontend.usual_sizes(width, height, tile_size):
             return None
         if not (means2d.dtype is _F32 and conics.dtype is _F32 and colors.dtype is _F32 and opacities.dtype is _F32
                 and isect_offsets.dtype is _I32 and flatten_ids.dtype is _I32):
@@ -99,25 +98,12 @@ def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, h
             return None
         shape, offsets_shape = tuple(means2d.shape), tuple(isect_offsets.shape)
         conics_shape, colors_shape = tuple(conics.shape), tuple(colors.shape)
-        rank, points, channels = len(shape), shape[:-1], colors_shape[-1]  # points: [..., N], or [nnz] packed
-        if packed:  # [nnz, ...] rows of any images; the image dims are the offsets'
-            dims = offsets_shape[:-2]
-            ranks_fit = rank == 2 and len(offsets_shape) >= 3
-        else:
-            dims = points[:-1]
-            ranks_fit = rank >= 3 and len(offsets_shape) == rank and offsets_shape[:-2] == dims
-        if not (ranks_fit and shape[-1] == 2 and conics_shape[-1] == 3 and conics_shape[:-1] == points
+        points, channels = shape[:-1], colors_shape[-1]  # points: [..., N], or [nnz] packed
+        dims = frontend.usual_image_dims(shape, offsets_shape, packed, width, height, tile_size)
+        if not (dims is not None and conics_shape[-1] == 3 and conics_shape[:-1] == points
                 and colors_shape[:-1] == points and tuple(opacities.shape) == points and flatten_ids.dim() == 1
                 and 0 < channels <= frontend.GSPLAT_CHANNELS[-1]
-                and offsets_shape[-2] * tile_size >= height and offsets_shape[-1] * tile_size >= width):
-            return None
-        if backgrounds is not None:
-            backgrounds_shape = tuple(backgrounds.shape)
-            if not (backgrounds.dtype is _F32 and backgrounds.get_device() == index
-                    and backgrounds_shape[-1] == channels and backgrounds_shape[:-1] == dims):
-                return None
-        if masks is not None and not (masks.dtype is _BOOL and masks.get_device() == index
-                                      and tuple(masks.shape) == offsets_shape):
+                and frontend.usual_extras(backgrounds, masks, index, dims, channels, offsets_shape)):
             return None
         return means2d.numel() // 2, channels, means2d.device, offsets_shape
     except (AttributeError, TypeError, IndexError):  # not tensors (or 0-d ones): the full validation names them

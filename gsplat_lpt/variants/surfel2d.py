@@ -119,7 +119,7 @@ def validate(means2d, ray_transforms, colors, opacities, normals, densify, packe
     return means2d.numel() // 2, channels
 
 
-_F32, _I32, _BOOL = torch.float32, torch.int32, torch.bool
+_F32, _I32 = torch.float32, torch.int32
 _DEFAULT_CONFIG = LPTConfig()  # (frozen: one instance for every call that gives none; a new one would also make the
 # runtime set the plan's policy constants again)
 
@@ -134,8 +134,7 @@ def _usual_call(means2d, ray_transforms, colors, opacities, normals, densify, ba
     as gaussian3d's is: (rows, channels, device, isect_offsets.shape), or None to let the full validation say what
     is wrong. (The full validation took about half of this variant's host time of a call on an H200's host.)"""
     try:
-        if not (type(width) is int and type(height) is int and type(tile_size) is int
-                and width > 0 and height > 0 and 0 < tile_size <= constants.MAX_TILE_SIZE):
+        if not frontend.usual_sizes(width, height, tile_size):
             return None
         if not (means2d.dtype is _F32 and ray_transforms.dtype is _F32 and colors.dtype is _F32
                 and opacities.dtype is _F32 and normals.dtype is _F32 and isect_offsets.dtype is _I32
@@ -148,24 +147,13 @@ def _usual_call(means2d, ray_transforms, colors, opacities, normals, densify, ba
                 and isect_offsets.get_device() == index and flatten_ids.get_device() == index):
             return None
         shape, offsets_shape, colors_shape = tuple(means2d.shape), tuple(isect_offsets.shape), tuple(colors.shape)
-        rank, points, channels = len(shape), shape[:-1], colors_shape[-1]  # points: [..., N], or [nnz] packed
-        if packed:
-            dims = offsets_shape[:-2]
-            ranks_fit = rank == 2 and len(offsets_shape) >= 3
-        else:
-            dims = points[:-1]
-            ranks_fit = rank >= 3 and len(offsets_shape) == rank and offsets_shape[:-2] == dims
-        if not (ranks_fit and shape[-1] == 2 and tuple(ray_transforms.shape) == points + (3, 3)
+        points, channels = shape[:-1], colors_shape[-1]  # points: [..., N], or [nnz] packed
+        dims = frontend.usual_image_dims(shape, offsets_shape, packed, width, height, tile_size)
+        if not (dims is not None and tuple(ray_transforms.shape) == points + (3, 3)
                 and colors_shape[:-1] == points and tuple(opacities.shape) == points
                 and tuple(normals.shape) == points + (3,) and tuple(densify.shape) == points + (2,)
                 and flatten_ids.dim() == 1 and 0 < channels <= CHANNELS_2DGS[-1]
-                and offsets_shape[-2] * tile_size >= height and offsets_shape[-1] * tile_size >= width):
-            return None
-        if backgrounds is not None and not (backgrounds.dtype is _F32 and backgrounds.get_device() == index
-                                            and tuple(backgrounds.shape) == dims + (channels,)):
-            return None
-        if masks is not None and not (masks.dtype is _BOOL and masks.get_device() == index
-                                      and tuple(masks.shape) == offsets_shape):
+                and frontend.usual_extras(backgrounds, masks, index, dims, channels, offsets_shape)):
             return None
         return means2d.numel() // 2, channels, means2d.device, offsets_shape
     except (AttributeError, TypeError, IndexError):  # not tensors (or 0-d ones): the full validation names them

@@ -31,7 +31,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 from pathlib import Path
 
