@@ -133,6 +133,57 @@ def test_bad_inputs_name_the_argument(changes, message):
         _frame(**changes)
 
 
+def _fast_path_cases():
+    """Every change of test_bad_inputs_name_the_argument, and calls the usual-call checks must take or leave: batch
+    dims, each camera model with its coefficients, rolling shutter poses, backgrounds, masks, wrong devices of shape."""
+    from gsplat.cuda._wrapper import RollingShutterType
+
+    cases = [changes for changes, _ in test_bad_inputs_name_the_argument.pytestmark[0].args[1]]
+    cameras = lambda *tail: torch.zeros(2, *tail)  # noqa: E731  ([C, ...] with C = 2)
+    cases += [
+        {}, dict(backgrounds=cameras(3)), dict(masks=torch.ones(2, 1, 2, dtype=torch.bool)),
+        dict(radial_coeffs=cameras(6), tangential_coeffs=cameras(2), thin_prism_coeffs=cameras(4)),
+        dict(camera_model="fisheye", radial_coeffs=cameras(4)), dict(camera_model="ftheta", radial_coeffs=cameras(4)),
+        dict(camera_model="ftheta", radial_coeffs=cameras(6)), dict(camera_model="ftheta", radial_coeffs=cameras(5)),
+        dict(viewmats_rs=cameras(4, 4), rolling_shutter=RollingShutterType.ROLLING_TOP_TO_BOTTOM),
+        dict(radial_coeffs=cameras(6).double()), dict(viewmats_rs=cameras(4, 3)), dict(colors=torch.zeros(2, 5, 16)),
+        dict(colors=torch.zeros(10, 3)), dict(means=torch.zeros(5, 2)), dict(viewmats=torch.eye(4).repeat(1, 2, 1, 1)),
+        dict(flatten_ids=torch.zeros(1, 1, dtype=torch.int32)), dict(image_width=33), dict(tile_size=16.0),
+        dict(backgrounds=torch.zeros(1, 3)), dict(masks=torch.ones(1, 1, 2, dtype=torch.bool)), dict(means="means"),
+        dict(_inputs(B=(3,)), backgrounds=torch.zeros(3, 2, 3)), dict(_inputs(B=(3,)), backgrounds=torch.zeros(2, 3)),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize("changes", _fast_path_cases())
+def test_fast_path_accepts_only_what_the_full_validation_accepts(changes, monkeypatch):
+    """The usual call's few checks (gaussian3dgut._usual_call) against the full validation, on CPU tensors (the fast
+    path's device check lowered to take them): the fast path accepts exactly the calls the full validation passes up
+    to its device check, and finds the same dims."""
+    from helpers import assert_fast_path_agrees
+
+    monkeypatch.setattr(gaussian3dgut, "_FIRST_DEVICE_INDEX", -1)
+    args = {**_inputs(), "backgrounds": None, "masks": None, "camera_model": "pinhole", "radial_coeffs": None,
+            "tangential_coeffs": None, "thin_prism_coeffs": None, "ftheta_coeffs": None, "viewmats_rs": None,
+            "ut_params": None, "rolling_shutter": None, **changes}
+    args["ut_params"], args["rolling_shutter"] = gaussian3dgut._given(args["ut_params"], args["rolling_shutter"])
+    order = ("means", "quats", "scales", "colors", "opacities", "viewmats", "Ks", "image_width", "image_height",
+             "tile_size", "isect_offsets", "flatten_ids", "backgrounds", "masks", "camera_model", "ut_params",
+             "radial_coeffs", "tangential_coeffs", "thin_prism_coeffs", "rolling_shutter", "viewmats_rs")
+    usual = gaussian3dgut._usual_call(*[args[k] for k in order])
+    if usual is not None:  # the fast path packs ftheta_coeffs next, which names them where they are wrong
+        try:
+            gaussian3dgut.pack_ftheta(args["ftheta_coeffs"])
+        except LPTInputError:
+            usual = None
+    full = [args[k] for k in order[:18]] + [args["thin_prism_coeffs"], args["ftheta_coeffs"], args["rolling_shutter"],
+                                           args["viewmats_rs"]]
+    assert_fast_path_agrees(usual, gaussian3dgut.Frame3DGUT.__new__(gaussian3dgut.Frame3DGUT)._validate, full)
+    if usual is not None:
+        batch, C, N, channels, _ = usual
+        assert batch + (C, N, channels) == tuple(args["colors"].shape)
+
+
 def test_packed_is_refused_as_gsplat_refuses_it():
     """gsplat 1.5.3's eval3d raises NotImplementedError for packed colours; so do we (same type)."""
     with pytest.raises(NotImplementedError, match="packed"):
