@@ -163,6 +163,10 @@ class Workspace:
             self._point()
 
 
+# the current CUDA device without torch.cuda.current_device()'s lazy-init check (a plan exists: CUDA is initialised)
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
+
 class FramePlan:
     """One frame's plan: (h, k) and the LPT order live in the workspace on the device; `report()` reads
     the facts back (one copy). Valid until the rasterizer plans the next frame on the same stream."""
@@ -205,6 +209,10 @@ class FramePlan:
         """Copies this frame's schedule words to page-locked host memory without waiting (on the frame's
         stream, the current one), so that `report()` still describes this frame after later frames reuse the
         workspace (one copy into the workspace's ReportRing)."""
+        device_index = self.rasterizer.device_index
+        if _current_device() != device_index:  # (a hooked call returns with the caller's device current)
+            with torch.cuda.device(device_index):
+                return self.snapshot()
         ws = self.workspace
         if ws.kept_reports is None:
             ws.kept_reports = ReportRing(ws.report.words)
