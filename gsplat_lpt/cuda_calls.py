@@ -29,6 +29,11 @@ def launch(function: int, grid: int, block: int, shared: int, stream: int, argum
 _raw_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
+# the current CUDA device's index without torch.cuda.current_device()'s lazy-init check (for callers that hold CUDA
+# tensors or plans: CUDA is initialised)
+current_device_index = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
+
 def current_stream_handle(device_index: int) -> int:
     """The cudaStream_t of torch's current stream on a device, without building a torch Stream object."""
     if _raw_current_stream is not None:

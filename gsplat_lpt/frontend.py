@@ -17,6 +17,7 @@ from torch import Tensor
 from . import constants
 from .config import LPTConfig
 from .errors import LPTInputError
+from .cuda_calls import current_device_index as _current_device
 from .runtime import FramePlan, Intersections, rasterizer_for, tiles_of
 
 # Channel counts gsplat's CUDA kernels are instantiated for; others are zero-padded to the next power of two.
@@ -257,10 +258,6 @@ class GsplatKernelFrame:
         return {"mode": self.config.mode, "variant": self.variant.name, "chunked_tiles": 0, "chunk_count": 1,
                 "total_workload": self.intersections,
                 "fallback": f"gsplat kernel (a frame of {self.intersections} intersections, below {below})"}
-
-
-# the current CUDA device without torch.cuda.current_device()'s lazy-init check (CUDA tensors exist here)
-_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 
 
 def render(variant, inter: Intersections, params: ctypes.Structure, outputs: ctypes.Structure, channels: int,

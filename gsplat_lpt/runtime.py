@@ -27,8 +27,8 @@ from . import constants, layouts
 from .compiler import (ENV_SHARED_MEMORY_LIMIT, blend_shared_bytes, compile_kernels, import_cupy,  # noqa: F401
                        kernel_dir, kernel_source, plan_kernels, shared_memory_limit)
 from .cuda_calls import (STATUS_FRAME_INDEX as _STATUS_FRAME_INDEX, STATUS_WORDS as _STATUS_WORDS, MappedStatus,
-                         cluster_width as _cluster_width, cuda_runtime, current_stream_handle, launch as _launch,
-                         raw_event as _raw_event, ring_answers as _ring_answers)
+                         cluster_width as _cluster_width, cuda_runtime, current_device_index, current_stream_handle,
+                         launch as _launch, raw_event as _raw_event, ring_answers as _ring_answers)
 from .dependent_launch import DependentLaunch, dependent_launch_available
 from .errors import LPTInputError, LPTRuntimeError
 from .config import LPTConfig, warp_block_bits
@@ -163,16 +163,12 @@ class Workspace:
             self._point()
 
 
-# the current CUDA device without torch.cuda.current_device()'s lazy-init check (a plan exists: CUDA is initialised)
-_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
-
-
 class FramePlan:
     """One frame's plan: (h, k) and the LPT order live in the workspace on the device; `report()` reads
     the facts back (one copy). Valid until the rasterizer plans the next frame on the same stream."""
 
     __slots__ = ("rasterizer", "workspace", "frame_index", "config", "plan_mode", "intersections", "chunk_kernel",
-                 "chunking_disabled_reason", "stream_handle", "uses_feedback", "geometry", "_stream", "_kept")
+                 "chunking_disabled_reason", "stream_handle", "uses_feedback", "geometry", "_kept")
 
     def __init__(self, rasterizer: "Rasterizer", workspace: Workspace, frame_index: int, config: LPTConfig,
                  plan_mode: str, intersections: Intersections, chunk_kernel: bool,
@@ -189,29 +185,18 @@ class FramePlan:
         self.stream_handle = stream_handle  # the cudaStream_t it was planned on
         self.uses_feedback = uses_feedback  # costs from where the items stopped in the frame before
         self.geometry = intersections.history_key() if geometry is None else geometry
-        self._stream: Optional[torch.cuda.Stream] = None
         self._kept = None
 
     @property
     def concurrent_ctas(self) -> int:
         return self.rasterizer.concurrent_ctas
 
-    @property
-    def stream(self) -> torch.cuda.Stream:
-        """The stream the frame was planned on (built on first use: most calls need only its handle)."""
-        if self._stream is None:
-            self._stream = torch.cuda.current_stream(self.rasterizer.device)
-            if self._stream.cuda_stream != self.stream_handle:
-                raise RuntimeError("FramePlan.stream: the current stream changed since the frame was planned")
-        return self._stream
-
     def snapshot(self) -> "FramePlan":
-        """Copies this frame's schedule words to page-locked host memory without waiting (on the frame's
-        stream, the current one), so that `report()` still describes this frame after later frames reuse the
-        workspace (one copy into the workspace's ReportRing)."""
-        device_index = self.rasterizer.device_index
-        if _current_device() != device_index:  # (a hooked call returns with the caller's device current)
-            with torch.cuda.device(device_index):
+        """Copies this frame's schedule words to page-locked host memory without waiting (one copy into the
+        workspace's ReportRing, on the frame's stream and device), so that `report()` still describes this frame
+        after later frames reuse the workspace. (A hooked call returns with the caller's device current.)"""
+        if current_device_index() != self.rasterizer.device_index:
+            with torch.cuda.device(self.rasterizer.device_index):
                 return self.snapshot()
         ws = self.workspace
         if ws.kept_reports is None:
@@ -552,7 +537,7 @@ class Rasterizer:
         ws = plan.workspace
         ws.history = plan.geometry
         if plan.config.check_inputs:
-            plan.stream.synchronize()
+            self._cuda_runtime.streamSynchronize(plan.stream_handle)  # (the frame's stream)
             ws.seen_frame = max(ws.seen_frame, plan.frame_index)  # reported here, not again by the next call
             error = describe_errors(int(ws.schedule[constants.SCHEDULE["error"]]), "this call")
             if error is not None:

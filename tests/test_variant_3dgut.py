@@ -135,9 +135,8 @@ def test_bad_inputs_name_the_argument(changes, message):
 
 def _fast_path_cases():
     """Every change of test_bad_inputs_name_the_argument, and calls the usual-call checks must take or leave: batch
-    dims, each camera model with its coefficients, rolling shutter poses, backgrounds, masks, wrong devices of shape."""
-    from gsplat.cuda._wrapper import RollingShutterType
-
+    dims, each camera model with its coefficients, rolling shutter poses, backgrounds, masks, wrong shapes."""
+    RollingShutterType = gaussian3dgut._gsplat_types()[0]
     cases = [changes for changes, _ in test_bad_inputs_name_the_argument.pytestmark[0].args[1]]
     cameras = lambda *tail: torch.zeros(2, *tail)  # noqa: E731  ([C, ...] with C = 2)
     cases += [
@@ -157,25 +156,23 @@ def _fast_path_cases():
 
 @pytest.mark.parametrize("changes", _fast_path_cases())
 def test_fast_path_accepts_only_what_the_full_validation_accepts(changes, monkeypatch):
-    """The usual call's few checks (gaussian3dgut._usual_call) against the full validation, on CPU tensors (the fast
-    path's device check lowered to take them): the fast path accepts exactly the calls the full validation passes up
-    to its device check, and finds the same dims."""
+    """gaussian3dgut._usual_call (its device check lowered to take CPU tensors) accepts exactly the calls the full
+    validation passes up to its device check, and finds the same dims."""
     from helpers import assert_fast_path_agrees
 
     monkeypatch.setattr(gaussian3dgut, "_FIRST_DEVICE_INDEX", -1)
-    args = {**_inputs(), "backgrounds": None, "masks": None, "camera_model": "pinhole", "radial_coeffs": None,
-            "tangential_coeffs": None, "thin_prism_coeffs": None, "ftheta_coeffs": None, "viewmats_rs": None,
-            "ut_params": None, "rolling_shutter": None, **changes}
+    unset = ("backgrounds", "masks", "radial_coeffs", "tangential_coeffs", "thin_prism_coeffs", "ftheta_coeffs",
+             "viewmats_rs", "ut_params", "rolling_shutter")
+    args = {**_inputs(), **dict.fromkeys(unset), "camera_model": "pinhole", **changes}
     args["ut_params"], args["rolling_shutter"] = gaussian3dgut._given(args["ut_params"], args["rolling_shutter"])
     order = ("means", "quats", "scales", "colors", "opacities", "viewmats", "Ks", "image_width", "image_height",
              "tile_size", "isect_offsets", "flatten_ids", "backgrounds", "masks", "camera_model", "ut_params",
              "radial_coeffs", "tangential_coeffs", "thin_prism_coeffs", "rolling_shutter", "viewmats_rs")
     usual = gaussian3dgut._usual_call(*[args[k] for k in order])
-    if usual is not None:  # the fast path packs ftheta_coeffs next, which names them where they are wrong
-        try:
-            gaussian3dgut.pack_ftheta(args["ftheta_coeffs"])
-        except LPTInputError:
-            usual = None
+    try:  # the fast path packs ftheta_coeffs next, which names them where they are wrong
+        gaussian3dgut.pack_ftheta(args["ftheta_coeffs"])
+    except LPTInputError:
+        usual = None
     full = [args[k] for k in order[:18]] + [args["thin_prism_coeffs"], args["ftheta_coeffs"], args["rolling_shutter"],
                                            args["viewmats_rs"]]
     assert_fast_path_agrees(usual, gaussian3dgut.Frame3DGUT.__new__(gaussian3dgut.Frame3DGUT)._validate, full)

@@ -2,6 +2,7 @@
 
     gsplat-lpt bench                                  # built-in driving scene, all modes, GPU
     gsplat-lpt bench --scene ladder --fixed-grid --out results/
+    gsplat-lpt bench --scene probes --fixed-grid       # frames built unlike the ladder (gsplat_lpt.scenes.probes)
     gsplat-lpt bench --variant 2dgs                   # 2DGS: rasterize_to_pixels_2dgs, rasterization_2dgs
     gsplat-lpt bench --variant 3dgut --camera-model fisheye   # 3DGUT: eval3d blend, rasterization(with_ut=...)
     gsplat-lpt analyze --scene street extreme         # CPU: tile statistics and simulated schedules
@@ -11,7 +12,8 @@
 
     torchrun --standalone --nproc-per-node 2 -m gsplat_lpt render ...   # frames spread over two GPUs
 
-Scenes are built-in names (`gsplat_lpt.scenes.scene_names()`, or `ladder` for all of them) or files
+Scenes are built-in names (`gsplat_lpt.scenes.scene_names()`, or `ladder` for all of them), probe scenes
+(`gsplat_lpt.scenes.probe_names()`, or `probes` for all of them) or files
 (`gsplat_lpt.scenes.loaders`). The output folder is checked before any work; analyze writes only with
 --out. Exit status: 0 done, 1 bad input or an unusable output place (one line says what; nothing is
 written), 2 a GPU is needed and this machine has none.
@@ -35,6 +37,7 @@ from .output import OutputError, check_output_file, prepare_output
 EXIT_BAD_INPUT = 1
 EXIT_NEEDS_GPU = 2
 LADDER_ALIASES = ("ladder", "all")
+PROBE_ALIASES = ("probes",)
 # What each command writes into its --out folder (checked before any work; analyze adds one histogram per scene).
 BENCH_FILES = ("bench.csv", "bench.json", "speedup_vs_imbalance.png", "frame_times.png")
 ANALYZE_FILES = ("analyze.csv", "analyze.json", "simulated_speedups.png")
@@ -44,14 +47,17 @@ _CONFIG_DEFAULTS = LPTConfig()
 @dataclass
 class SceneOptions:
     scene: Tuple[str, ...] = ("street",)
-    """Built-in scene names (balanced mild moderate street severe extreme rig; `ladder` = all of them)
-    or files: gsplat checkpoint (.pt or its result folder), INRIA .ply, antimatter15 .splat, gsplat test .npz."""
+    """Built-in scene names (balanced mild moderate street severe extreme rig foliage mixed veil fog; `ladder` = all
+    of them), probe scenes built unlike the ladder (trained-like floaters closeup cluster-o0.01 band rig-720p ...;
+    `probes` = all of them) or files: gsplat checkpoint (.pt or its result folder), INRIA .ply, antimatter15 .splat,
+    gsplat test .npz."""
     width: Optional[int] = None
-    """Image width; unset: 1920 for built-in and cameraless scenes, the COLMAP/.npz camera size otherwise."""
+    """Image width; unset: 1920 for built-in and cameraless scenes (a probe's own size: rig-720p 1280,
+    trained-like-4k 3840), the COLMAP/.npz camera size otherwise."""
     height: Optional[int] = None
     """Image height (see width)."""
     frames: Optional[int] = None
-    """Frames per scene; unset: 3 per built-in scene, 2 for the rig, 8 views for loaded scenes."""
+    """Frames per scene; unset: 3 per built-in scene, 2 for the rig and the probes, 8 views for loaded scenes."""
     seed: int = 0
     """Seed of the built-in scenes."""
     scale: float = 1.0
@@ -183,25 +189,25 @@ class BadInput(ValueError):
 
 
 def expand_scene_names(names: Sequence[str]) -> List[str]:
-    from ..scenes import scene_names
+    from ..scenes import probe_names, scene_names
 
     expanded: List[str] = []
     for name in names:
-        expanded += scene_names() if name in LADDER_ALIASES else [name]
+        expanded += scene_names() if name in LADDER_ALIASES else probe_names() if name in PROBE_ALIASES else [name]
     return list(dict.fromkeys(expanded))
 
 
 def check_scene_names(names: Sequence[str]) -> None:
     """Each entry is a built-in name or an existing path."""
     from ..scenes import ACCEPTED_FORMATS
-    from ..scenes import scene_names
+    from ..scenes import probe_names, scene_names
 
     if not names:
         raise BadInput(f"no scene given; expected {ACCEPTED_FORMATS}")
     for name in names:
-        if name not in scene_names() and not Path(name).exists():
-            raise BadInput(f"unknown scene {name!r}: not a built-in scene ({', '.join(scene_names())}, or 'ladder') "
-                           f"and no such file or folder")
+        if name not in scene_names() and name not in probe_names() and not Path(name).exists():
+            raise BadInput(f"unknown scene {name!r}: not a built-in scene ({', '.join(scene_names())}, or 'ladder'), "
+                           f"not a probe scene ({', '.join(probe_names())}, or 'probes') and no such file or folder")
 
 
 def check_common(options: SceneOptions) -> None:
@@ -230,12 +236,15 @@ def check_common(options: SceneOptions) -> None:
 def load(name: str, options: SceneOptions):
     """A built-in scene or a file, with the requested size and frame count (errors become BadInput)."""
     from ..scenes import load_scene
-    from ..scenes import DEFAULT_HEIGHT, DEFAULT_WIDTH, make_scene, scene_names
+    from ..scenes import DEFAULT_HEIGHT, DEFAULT_WIDTH, make_probe_scene, make_scene, probe_names, scene_names
 
     try:
         if name in scene_names():
             return make_scene(name, seed=options.seed, width=options.width or DEFAULT_WIDTH,
                               height=options.height or DEFAULT_HEIGHT, scale=options.scale, frames=options.frames)
+        if name in probe_names():
+            return make_probe_scene(name, seed=options.seed, width=options.width, height=options.height,
+                                    scale=options.scale, frames=options.frames)
         return load_scene(name, colmap=options.colmap, width=options.width, height=options.height,
                           frames=options.frames or 8, downscale=options.downscale,
                           normalize_world=options.normalize_world)
