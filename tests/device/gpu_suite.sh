@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [camera-cycle] [small-frames] [bench-plan] [host] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-graphs] [trace] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [camera-cycle] [small-frames] [probes] [bench-plan] [host] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-graphs] [trace] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -56,6 +56,11 @@ for stage in $stages; do
       PYTHONPATH=${PYTHONPATH:-}:$PWD/.baseline python3 tests/device/host_pieces.py $baseline > "$OUT/host_pieces.log" 2>&1
       python3 tests/device/profile_host.py > "$OUT/profile_host.log" 2>&1
       head -40 "$OUT/host_pieces.log"
+      ;;
+    probes)
+      # the probe scenes (frames built unlike the ladder): every mode, lpt at one and two pixels, a fixed grid
+      python3 tests/device/unseen_frames.py --out "$OUT" ${PROBES_ARGS:-} > "$OUT/unseen_frames.log" 2>&1
+      sed -n '/^frame /,$p' "$OUT/unseen_frames.log"
       ;;
     small-frames)
       # which frames go to gsplat's own kernel (Variant.small_frame_intersections): every variant back to back
