@@ -132,7 +132,8 @@ def _usual_call(means2d, ray_transforms, colors, opacities, normals, densify, ba
                 tile_size, isect_offsets, flatten_ids, packed):
     """The usual call (unpacked or packed, one CUDA device, gsplat's dtypes and shapes) checked in a few operations,
     as gaussian3d's is: (rows, channels, device, isect_offsets.shape), or None to let the full validation say what
-    is wrong. (The full validation took about half of this variant's host time of a call on an H200's host.)"""
+    is wrong. (With it, outputs from new_empty and one default config, a call's host time on an H200's host went
+    from 132 to 101 us; gsplat's own call took 77 us there: tests/device/host_pieces.py.)"""
     try:
         if not frontend.usual_sizes(width, height, tile_size):
             return None
