@@ -104,6 +104,19 @@ def main() -> None:
     print(f"== 2DGS 640x480 20k: {args.rounds} rounds of {args.calls} calls, GPU busy")
     report(rounds_us(kinds, args.calls, args.rounds), reference="gsplat 2DGS")
 
+    # 3DGUT: the same 640 x 480 frame of 20,000 Gaussians evaluated in 3D (our kernels, hand-off off)
+    ut = project_variant_frame("3dgut", means, quats, scales, opacities, colors, *cameras(1, 640, 480), 640, 480)
+    ut_args, ut_kwargs = ut.call_arguments()
+    gsplat_3dgut = original("rasterize_to_pixels_eval3d")
+    kinds = {"gsplat 3DGUT": lambda: gsplat_3dgut(*ut_args, **ut_kwargs)}
+    for mode in ("lpt", "auto"):
+        for suffix, package in packages.items():
+            config = package.LPTConfig(mode=mode, gsplat_kernel_below=0)
+            ours = importlib.import_module(package.__name__ + ".variants.gaussian3dgut").rasterize_to_pixels_eval3d
+            kinds[f"3DGUT {mode}{suffix}"] = lambda fn=ours, c=config: fn(*ut_args, **ut_kwargs, config=c)
+    print(f"== 3DGUT 640x480 20k: {args.rounds} rounds of {args.calls} calls, GPU busy")
+    report(rounds_us(kinds, args.calls, args.rounds), reference="gsplat 3DGUT")
+
     # the pieces of a call, each alone (the same rounds)
     from gsplat_lpt.runtime import current_stream_handle, rasterizer_for
     from gsplat_lpt.variants.gaussian3d import VARIANT, Frame3DGS, Outputs3DGS, Params3DGS
