@@ -420,7 +420,7 @@ def test_channel_counts_channel_by_channel(channels):
     from gsplat_lpt.variants.gaussian3dgut import rasterize_to_pixels_eval3d
 
     frame = case_frame(CASE["pinhole-distorted"])  # 2 cameras
-    backgrounds = torch.rand(2, 3, device="cuda")
+    backgrounds = torch.rand(2, 3, generator=torch.Generator().manual_seed(channels)).cuda()
     ref_colors, ref_alphas, _ = gsplat_forward(frame, backgrounds)
     pick = torch.arange(channels, device="cuda") % 3
     wide = {**frame, "colors": frame["colors"][..., pick].contiguous()}
