@@ -56,14 +56,20 @@ def project(means, quats, scales, opacities, colors, viewmats, Ks, width, height
 
 
 def ladder_frames(names):
+    """The first frame of each named ladder scene, or probe scene (gsplat_lpt.scenes.probes), projected."""
     try:
         from gsplat_lpt.scenes import make_scene
     except ImportError:
         from gsplat_lpt.scenes.builtin import make_scene
+    try:
+        from gsplat_lpt.scenes import make_probe_scene, probe_names
+    except ImportError:  # (an earlier checkout)
+        make_probe_scene, probe_names = None, lambda: []
     for name in names:
-        scene = make_scene(name, frames=1).to("cuda")
+        probe = name in probe_names()
+        scene = (make_probe_scene if probe else make_scene)(name, frames=1).to("cuda")
         viewmats, Ks = scene.frame_cameras(0)
-        yield f"ladder:{name}", project(scene.means, scene.quats, scene.scales, scene.opacities, scene.colors,
+        yield f"{'probe' if probe else 'ladder'}:{name}", project(scene.means, scene.quats, scene.scales, scene.opacities, scene.colors,
                                         viewmats, Ks, scene.width, scene.height)
 
 
@@ -307,6 +313,9 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=
             configs["lpt-2px"] = LPTConfig(mode="lpt", pixels_per_thread=2)
             configs["auto-2px"] = auto.replace(pixels_per_thread=2)
         configs["auto-nofeedback"] = auto.replace(saturation_feedback=False)
+        if "deal_by_sm" in LPTConfig.__dataclass_fields__:  # the first units by CTA index, as before the deal
+            configs["lpt-nodeal"] = LPTConfig(mode="lpt", deal_by_sm=False)
+            configs["auto-nodeal"] = auto.replace(deal_by_sm=False)
         # the frame-level culling gain on auto's own schedule (the balance bound's factor: auto-nocull against
         # gsplat's time x gsplat's SM activity measures the balance alone)
         configs["auto-nocull"] = auto.replace(cull=False)

@@ -10,6 +10,7 @@ fixed grid (rho x k, k up to 64), medians of interleaved calls, each mode on its
 bit gsplat's; `auto`'s PSNR against gsplat.
 
     python3 tests/device/unseen_frames.py [--out DIR] [--repeats 15] [--frames NAME ...] [--no-grid]
+        [--grid-rho RHO ...] [--grid-k K ...]
 
 (The results in examples/results/unseen_frames_*_h200.* were measured with this script's own generator of the same
 recipes on the GPU's random numbers, before the recipes moved into gsplat_lpt.scenes.probes.)
@@ -47,15 +48,16 @@ GRID = [(rho, k) for rho in (0.002, 0.01, 0.03) for k in (8, 16, 32, 64)]
 
 
 def measure(name, frame, repeats, grid):
+    """One frame's row; `grid`: the fixed (rho, k) schedules timed beside the modes (empty: none)."""
     from gsplat_lpt.hook import original
 
     gsplat_blend = original("rasterize_to_pixels")
     configs = {"lpt": LPTConfig(mode="lpt"), "auto": LPTConfig(mode="auto"),
                "lpt-nocull": LPTConfig(mode="lpt", cull=False),
-               "lpt-1px": LPTConfig(mode="lpt", pixels_per_thread=1), "lpt-2px": LPTConfig(mode="lpt", pixels_per_thread=2)}
-    if grid:
-        configs.update({f"fixed({rho},{k})": LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
-                        for rho, k in GRID})
+               "lpt-1px": LPTConfig(mode="lpt", pixels_per_thread=1), "lpt-2px": LPTConfig(mode="lpt", pixels_per_thread=2),
+               "lpt-nodeal": LPTConfig(mode="lpt", deal_by_sm=False), "auto-nodeal": LPTConfig(mode="auto", deal_by_sm=False)}
+    configs.update({f"fixed({rho},{k})": LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
+                    for rho, k in grid})
     variants = {"vanilla": lambda: gsplat_blend(**frame)}
     streams = {label: torch.cuda.Stream() for label in configs}
     torch.cuda.synchronize()
@@ -63,6 +65,7 @@ def measure(name, frame, repeats, grid):
         variants[label] = on_stream(streams[label], lambda c=config: gsplat_lpt.rasterize_to_pixels(**frame, config=c))
     for _ in range(3):  # auto's first frames learn the stop depths and size the partial buffers
         variants["auto"]()
+        variants["auto-nodeal"]()
     gpu = time_interleaved(variants, repeats, busy=True)
     whole = time_interleaved({k: variants[k] for k in ("vanilla", "lpt", "auto")}, repeats, seed=2)
     ref_colors, ref_alphas = gsplat_blend(**frame)
@@ -91,12 +94,15 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--frames", nargs="+", default=FRAMES)
     parser.add_argument("--no-grid", action="store_true", help="skip the fixed grid (no policy grading)")
+    parser.add_argument("--grid-rho", type=float, nargs="+", default=sorted({rho for rho, _ in GRID}))
+    parser.add_argument("--grid-k", type=int, nargs="+", default=sorted({k for _, k in GRID}))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in args.frames:
         frame = build(name)
-        rows.append(measure(name, frame, args.repeats, not args.no_grid))
+        grid = [] if args.no_grid else [(rho, k) for rho in args.grid_rho for k in args.grid_k]
+        rows.append(measure(name, frame, args.repeats, grid))
         print(json.dumps(rows[-1]), flush=True)
         del frame
         torch.cuda.empty_cache()
@@ -113,10 +119,13 @@ def main() -> int:
               f"{(best['name'][5:] + ' ' + format(best['ms'], '.3f')) if best else '-':>16} "
               f"{w['vanilla'] / w['lpt']:>7.2f}/{w['vanilla'] / w['auto']:<8.2f} {g['vanilla'] / g['lpt-nocull']:>8.2f} "
               f"{str(r['lpt']['bitwise']):>7} {r['auto']['psnr']:>7.1f}")
-    print("\nGPU ms: lpt (its own choice of pixels per thread) / one pixel / two pixels per thread")
+    print("\nGPU ms: lpt (its own choice of pixels per thread) / one pixel / two pixels per thread; lpt and auto with the "
+          "first tiles by CTA index (no deal by SM): ms and x of the deal")
     for r in rows:
         g = r["gpu_ms"]
-        print(f"{r['frame']:<16} {g['lpt']:.3f} ({r['lpt']['pixels_per_thread']}) / {g['lpt-1px']:.3f} / {g['lpt-2px']:.3f}")
+        print(f"{r['frame']:<16} {g['lpt']:.3f} ({r['lpt']['pixels_per_thread']}) / {g['lpt-1px']:.3f} / {g['lpt-2px']:.3f}"
+              f"   nodeal lpt {g['lpt-nodeal']:.3f} ({g['lpt-nodeal'] / g['lpt']:.3f}x)"
+              f"  auto {g['auto-nodeal']:.3f} ({g['auto-nodeal'] / g['auto']:.3f}x)")
     slower = [r["frame"] for r in rows if min(r["gpu_ms"]["vanilla"] / r["gpu_ms"][m] for m in ("lpt", "auto")) < 1.0]
     print(f"frames where lpt or auto is slower than gsplat (GPU time): {slower or 'none'}")
     print(f"lpt not bit for bit: {[r['frame'] for r in rows if not r['lpt']['bitwise']] or 'none'}; "
