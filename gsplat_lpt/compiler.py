@@ -100,43 +100,15 @@ def compile_kernels(source_name: str, names: Tuple[str, ...], structs: Structs, 
 
 PLAN_GRID_KERNELS = ("plan_costs", "plan_order")  # two launches of many CTAs, any GPU, any frame size
 PLAN_CLUSTER_KERNELS = ("plan_cluster",)  # one launch of one cluster (compute capability 9.0+)
-PLAN_PROBE_KERNELS = ("sm_id_count",)  # %nsmid, once per device (sm_id_count)
-
-
-@functools.lru_cache(maxsize=None)
-def sm_id_count(device_index: int) -> int:
-    """%nsmid of the device (one tiny kernel, once): the SM ids the blending kernels can see are below it."""
-    cupy = import_cupy()
-    kernel = _plan_build(device_index)[-1]
-    out = torch.zeros(1, dtype=torch.int32, device=torch.device("cuda", device_index))
-    torch.cuda.synchronize(device_index)
-    with cupy.cuda.Device(device_index):
-        kernel((1,), (1,), (np.uint64(out.data_ptr()),))
-        cupy.cuda.runtime.deviceSynchronize()
-    return int(out.item())
-
-
-def dealt_sms(device_index: int) -> int:
-    """S for FrameArgs.dealt_sms: the device's SM count where its SM ids are exactly 0 .. S - 1 and S is at most
-    constants.DEALT_SM_LIMIT, else 0 (the first units go by blockIdx)."""
-    count = torch.cuda.get_device_properties(device_index).multi_processor_count
-    return count if count <= constants.DEALT_SM_LIMIT and sm_id_count(device_index) == count else 0
 
 
 def plan_kernels(device_index: int) -> Tuple[object, ...]:
     """kernels/plan.cu, compiled once per device: plan_costs, plan_order, and where the GPU has thread-block
     clusters plan_cluster (else None)."""
     clusters = torch.cuda.get_device_capability(device_index)[0] >= 9
-    kernels = _plan_build(device_index)[:-len(PLAN_PROBE_KERNELS)]
+    names = PLAN_GRID_KERNELS + (PLAN_CLUSTER_KERNELS if clusters else ())
+    kernels = compile_kernels("plan.cu", names, (("lpt::PlanArgs", layouts.PlanArgs),), "", device_index)
     return kernels if clusters else kernels + (None,)
-
-
-def _plan_build(device_index: int) -> Tuple[object, ...]:
-    """Every kernel of kernels/plan.cu this device runs, in one build: the grid kernels, the cluster kernel where the
-    GPU has clusters, the SM id probe last."""
-    clusters = torch.cuda.get_device_capability(device_index)[0] >= 9
-    names = PLAN_GRID_KERNELS + (PLAN_CLUSTER_KERNELS if clusters else ()) + PLAN_PROBE_KERNELS
-    return compile_kernels("plan.cu", names, (("lpt::PlanArgs", layouts.PlanArgs),), "", device_index)
 
 
 def shared_memory_limit(device_index: int) -> int:

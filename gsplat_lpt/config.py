@@ -101,7 +101,6 @@ class LPTConfig:
     co_execute: bool = True  # run the LPT kernel beside the chunk kernel (else after it)
     saturation_feedback: bool = True  # predict an item's cost from where it stopped in the frame before
     cull: bool = True  # drop, per warp, the Gaussians that cannot reach alpha >= 1/255 there (exact)
-    deal_by_sm: bool = True  # the LPT kernel's first units dealt to the SMs in alternating rounds (else by CTA index)
     pixels_per_thread: int = 0  # pixels per thread of the LPT kernel: 1, 2 (3DGS, 2DGS), 0 = as the plan of the
     # view's last finished frame asked
     warp_shape: str = "auto"  # pixels of a warp: "blocks" of 8 x 4 pixel groups (tile sizes divisible by 8), "rows"

@@ -41,9 +41,6 @@ SCHEDULE_WORDS = (
     "persistent_rows",  # 1: the persistent kernel's warps take rows of the tile, whatever FrameArgs.warp_blocks says
 )
 SCHEDULE = {name: index for index, name in enumerate(SCHEDULE_WORDS)}
-# The persistent kernel deals its first units by SM (kernels/lpt_core.cuh, DealtQueue) on GPUs of at most this
-# many SMs (a workspace's per-SM counters).
-DEALT_SM_LIMIT = 512
 SCHEDULE_SIZE = 20  # words allocated (>= len(SCHEDULE_WORDS))
 
 # Words the persistent kernel copies to mapped host memory when a frame ends, read by the next call
@@ -211,7 +208,5 @@ def cuda_header() -> str:
     lines.append(f"#define LPT_MAX_BATCH {MAX_BATCH}")
     lines.append(f"#define LPT_DEPTH_MARGIN {DEPTH_MARGIN!r}f")
     lines.append(f"#define LPT_ROWS_MIN_IMBALANCE {ROWS_MIN_IMBALANCE!r}")
-    import os  # EXPERIMENT (not to be committed)
-    lines.append(f"#define LPT_DEAL_STRIDE {int(os.environ.get('GSPLAT_LPT_DEAL_STRIDE', '1'))}")
     assert len(SCHEDULE_WORDS) <= SCHEDULE_SIZE
     return "\n".join(lines) + "\n"

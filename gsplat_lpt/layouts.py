@@ -50,8 +50,6 @@ class FrameArgs(ctypes.Structure):
         ("tile_width", ctypes.c_uint32),
         ("tile_height", ctypes.c_uint32),
         ("latency_companion", ctypes.c_int32),  # 1: the persistent kernel beside its latency-bound build
-        ("dealt_sms", ctypes.c_int32),  # S: first units dealt by SM (S SMs), 0: by blockIdx
-        ("sm_taken", Pointer),  # int32 [DEALT_SM_LIMIT] first units taken per SM (zero between frames)
     ]
 
 

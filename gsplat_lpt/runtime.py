@@ -24,8 +24,8 @@ import torch
 from torch import Tensor
 
 from . import constants, layouts
-from .compiler import (ENV_SHARED_MEMORY_LIMIT, blend_shared_bytes, compile_kernels, dealt_sms,  # noqa: F401
-                       import_cupy, kernel_dir, kernel_source, plan_kernels, shared_memory_limit)
+from .compiler import (ENV_SHARED_MEMORY_LIMIT, blend_shared_bytes, compile_kernels, import_cupy,  # noqa: F401
+                       kernel_dir, kernel_source, plan_kernels, shared_memory_limit)
 from .cuda_calls import (STATUS_FRAME_INDEX as _STATUS_FRAME_INDEX, STATUS_WORDS as _STATUS_WORDS, MappedStatus,
                          cluster_width as _cluster_width, cuda_runtime, current_device_index, current_stream_handle,
                          launch as _launch, raw_event as _raw_event, ring_answers as _ring_answers)
@@ -101,7 +101,6 @@ class Workspace:
         self.saturation_flags = self.chunk_arrivals = self.chunk_depth = torch.empty(0, **int32)
         self.chunk_units = 0
         self.partials = self.chunk_transmittance = torch.empty(0, dtype=torch.float32, device=device)
-        self.sm_taken = torch.zeros(constants.DEALT_SM_LIMIT, **int32)  # (the persistent kernel's SM counters)
         self.status = MappedStatus(device.index)
         self.seen_frame = -1
         self.auto_frame_finished = False  # a frame planned in auto finished (its status was read)
@@ -132,7 +131,6 @@ class Workspace:
         f.partials, f.item_depth = self.partials.data_ptr(), self.item_depth.data_ptr()
         f.status, f.chunk_depth = self.status.device_address, p.chunk_depth
         f.chunk_transmittance = self.chunk_transmittance.data_ptr()
-        f.sm_taken = self.sm_taken.data_ptr()
 
     def ensure_items(self, count: int) -> None:
         if count > self.items:
@@ -312,7 +310,6 @@ class Rasterizer:
                 if kernel is not None:
                     kernel.max_dynamic_shared_size_bytes = self.shared_bytes
         self.concurrent_ctas = self._concurrent_ctas(self.persistent, self.block)
-        self.dealt_sms = dealt_sms(device_index)  # the persistent kernel's first units dealt by SM (0: by CTA index)
         self._persistent, self._chunk = self.persistent.kernel.ptr, self.chunk.kernel.ptr
         if self.two_pixels:  # K of the two-pixel kernel (its CTAs have half the threads)
             self.concurrent_ctas_two = self._concurrent_ctas(self.persistent_two, self.block // 2)
@@ -501,7 +498,6 @@ class Rasterizer:
         if ws.frame_config is not plan.config:  # the config's switches, set when the config object changes
             ws.frame_config = plan.config
             f.cull = plan.config.cull
-            f.dealt_sms = self.dealt_sms if plan.config.deal_by_sm else 0
             f.warp_blocks = warp_block_bits(plan.config.warp_shape, self.tile_size, self.variant.chunked_warp_blocks)
         arguments = ws.frame_arguments
         arguments[1], arguments[2] = ctypes.addressof(params), ctypes.addressof(outputs)

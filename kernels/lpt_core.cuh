@@ -133,8 +133,6 @@ struct FrameArgs {
                       // pixels per thread, bit 2 in the chunk kernel, bit 3 in the persistent kernel of a chunked frame
     unsigned image_width, image_height, tile_size, tile_width, tile_height;
     int latency_companion;  // 1: the frame's persistent kernel was launched beside its latency-bound build (below)
-    int dealt_sms;  // S > 0: the persistent kernel's first units are dealt by SM (DealtQueue); 0: by blockIdx
-    int* sm_taken;  // int32 [dealt_sms] first units taken per SM (zero between frames)
 };
 
 // Where thread `thread_rank` of a CTA working on item (image * tiles_per_image + tile) sits.
@@ -842,7 +840,7 @@ __device__ inline void wait_for_preceding_grids() {
 
 // Persistent-queue position of this CTA's next work unit, broadcast to the whole CTA. The first unit of
 // each CTA is its blockIdx (the heaviest units start at once, spread over the SMs); every further one
-// costs one atomicAdd by one thread. (The chunk kernel's queue: its units are equal shares of a few items.)
+// costs one atomicAdd by one thread.
 struct PersistentQueue {
     int* counter;
     int position;  // meaningful in thread 0 only
@@ -859,112 +857,16 @@ struct PersistentQueue {
     }
 };
 
-__device__ __forceinline__ unsigned sm_id() {
-    unsigned id;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
-    return id;
-}
-
-// The LPT kernel's queue. An SM runs its resident CTAs at once and shares its throughput among them, so a
-// frame ends when the SM with the most work in its first units does, not its heaviest CTA: handed out by
-// blockIdx, the first units land on SMs as the block scheduler places the CTAs, and an SM can draw
-// several of the heaviest (H200, the probe band: the 8 SMs holding positions 0-7 also held 288-295 and
-// ended 10% after the median SM). With S = f.dealt_sms and gridDim.x = S x R (R CTAs per SM), the first
-// S x R positions are dealt to the SMs in rounds, alternating direction: the CTA that arrives r-th on SM s
-// takes position dealt(s, r) = r S + (s, or S - 1 - s in odd rounds), so the SM with the heaviest unit of
-// one round gets the lightest of the next. One atomicAdd per CTA on its SM's counter (f.sm_taken).
-// Every position is taken exactly once: a dealt position only through its SM's counter, the rest
-// (gridDim.x and up) through the queue counter as before. A CTA that finds no dealt position (an SM id of
-// S or more, or its SM's R positions already taken: a CTA placed on an SM after another left it) sets the
-// counter's OVERFLOW bit and takes from the queue; its SM's dealt positions it did not take then belong to
-// no CTA, and the CTAs that find the queue empty with the bit set take them from the SMs' counters (steal).
-// Without the bit no dealt position can be left: a CTA that finds the queue empty last sees every other
-// CTA's arrival (they have all finished), and a CTA that arrives later with no position sets the bit itself.
-struct DealtQueue {
-    static constexpr int kOverflow = 1 << 30;  // bit of the queue counter; its low bits count the takes
-    int* counter;
-    int* taken;
-    int sms, rounds, queue_length;
-    bool overflow;  // thread 0: the bit was set when it last took from the queue
-
-    __device__ DealtQueue(const FrameArgs& f, int* counter_, int queue_length_)
-        : counter(counter_), taken(f.sm_taken), sms(f.dealt_sms),
-          rounds(f.dealt_sms > 0 && gridDim.x % (unsigned)f.dealt_sms == 0 ? (int)gridDim.x / f.dealt_sms : 0),
-          queue_length(queue_length_), overflow(false) {}
-
-    __device__ int dealt(int sm, int round) const {
-        const int rank = (int)(((long long)sm * LPT_DEAL_STRIDE) % sms);
-        return round * sms + ((round & 1) ? sms - 1 - rank : rank);
-    }
-
-    __device__ int from_queue() {
-        const int before = atomicAdd(counter, 1);
-        overflow = (before & kOverflow) != 0;
-        return (int)gridDim.x + (before & (kOverflow - 1));
-    }
-
-    __device__ int next(int* broadcast, int* scratch, bool first) {
-        if (threadIdx.x == 0) {
-            int position;
-            if (!first) {
-                position = from_queue();
-            } else if (rounds == 0) {
-                position = (int)blockIdx.x;  // (no deal: as PersistentQueue)
-            } else {
-                const unsigned sm = sm_id();
-                const int round = sm < (unsigned)sms ? atomicAdd(taken + sm, 1) : rounds;
-                if (round < rounds) {
-                    position = dealt((int)sm, round);
-                } else {
-                    atomicOr(counter, kOverflow);
-                    position = from_queue();
-                }
-            }
-            // an empty queue: steal only where some CTA found no dealt position
-            *broadcast = position < queue_length || !overflow ? position : -1;
-        }
-        __syncthreads();
-        const int position = *broadcast;
-        return position >= 0 ? position : steal(broadcast, scratch);
-    }
-
-    // The dealt positions no CTA took (the whole CTA): each thread looks at some SMs' counters, thread 0
-    // takes from one that still has a position below queue_length; queue_length when none is left.
-    __device__ int steal(int* broadcast, int* scratch) {
-        for (;;) {
-            __syncthreads();  // (everyone has read *broadcast and *scratch)
-            if (threadIdx.x == 0) *scratch = -1;
-            __syncthreads();
-            for (int sm = (int)threadIdx.x; sm < sms; sm += (int)blockDim.x) {
-                const int round = *((volatile const int*)taken + sm);
-                if (round < rounds && dealt(sm, round) < queue_length) atomicMax(scratch, sm);
-            }
-            __syncthreads();
-            const int sm = *scratch;
-            if (sm < 0) return queue_length;
-            if (threadIdx.x == 0) {
-                const int round = atomicAdd(taken + sm, 1);
-                *broadcast = round < rounds ? dealt(sm, round) : queue_length;
-            }
-            __syncthreads();
-            const int position = *broadcast;
-            if (position < queue_length) return position;  // (else another CTA took it first: look again)
-        }
-    }
-};
-
 // Every CTA calls this once after its queue loop. The last CTA out resets the queue words (so that the
 // same plan can run again, and a CUDA graph replays it), and the last CTA of the frame's blending
 // kernels copies the frame's status to mapped host memory, read later by the host without waiting.
-// `dealt_sms`: the SM counters of a DealtQueue to reset as well (0: none).
-__device__ inline void leave_queue(const FrameArgs& f, int counter_word, int exited_word, int dealt_sms = 0) {
+__device__ inline void leave_queue(const FrameArgs& f, int counter_word, int exited_word) {
     __syncthreads();
     if (threadIdx.x != 0) return;
     __threadfence();
     if (atomicAdd(f.schedule + exited_word, 1) != (int)gridDim.x - 1) return;
     f.schedule[counter_word] = 0;
     f.schedule[exited_word] = 0;
-    for (int sm = 0; sm < dealt_sms; ++sm) f.sm_taken[sm] = 0;
     if (atomicAdd(f.schedule + LPT_WORD_FINISHED_KERNELS, 1) != f.finishing_kernels - 1) return;
     f.schedule[LPT_WORD_FINISHED_KERNELS] = 0;
     if (f.status != nullptr) {
@@ -1023,11 +925,10 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
     const int chunked_tiles = f.schedule[LPT_WORD_CHUNKED_TILES];
     const bool invalid_frame = (f.schedule[LPT_WORD_ERROR] & LPT_ERROR_OFFSETS) != 0;
     const int queue_length = f.num_items - chunked_tiles;
-    __shared__ int steal_scratch;
-    DealtQueue queue(f, f.schedule + LPT_WORD_LPT_COUNTER, queue_length);
+    PersistentQueue queue(f.schedule + LPT_WORD_LPT_COUNTER);
 
     for (bool first = true;; first = false) {
-        const int position = queue.next(&broadcast, &steal_scratch, first);
+        const int position = queue.next(&broadcast, first);
         if (position >= queue_length) break;
         const int item = f.lpt_order[chunked_tiles + position];
         const bool masked = f.masks != nullptr && !f.masks[item];
@@ -1062,7 +963,7 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
         if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;
         __syncthreads();  // the staged batch and the broadcast word are reused by the next unit
     }
-    leave_queue(f, LPT_WORD_LPT_COUNTER, LPT_WORD_LPT_EXITED, queue.rounds > 0 ? queue.sms : 0);
+    leave_queue(f, LPT_WORD_LPT_COUNTER, LPT_WORD_LPT_EXITED);
 }
 
 // Saturation signalled across chunks (one thread, once a chunk has stored its partials): the chunk publishes

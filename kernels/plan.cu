@@ -412,14 +412,6 @@ __device__ void choose_schedule(const PlanArgs& p, const unsigned long long* hea
 
 }  // namespace lpt
 
-// %nsmid, once per device (gsplat_lpt.compiler.sm_id_count): the blending kernels deal their first units by %smid
-// only where the SM ids are 0 .. SMs - 1 (kernels/lpt_core.cuh, DealtQueue).
-extern "C" __global__ void sm_id_count(int* out) {
-    unsigned count;
-    asm volatile("mov.u32 %0, %%nsmid;" : "=r"(count));
-    out[0] = (int)count;
-}
-
 extern "C" __global__ void __launch_bounds__(LPT_PLAN_THREADS) plan_costs(const lpt::PlanArgs p) {
     __shared__ int histogram[LPT_BUCKET_COUNT];
     __shared__ unsigned sums[2];  // 32-bit, as plan_in_cluster's partial sums (native shared atomics; no overflow)

@@ -313,9 +313,6 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=
             configs["lpt-2px"] = LPTConfig(mode="lpt", pixels_per_thread=2)
             configs["auto-2px"] = auto.replace(pixels_per_thread=2)
         configs["auto-nofeedback"] = auto.replace(saturation_feedback=False)
-        if "deal_by_sm" in LPTConfig.__dataclass_fields__:  # the first units by CTA index, as before the deal
-            configs["lpt-nodeal"] = LPTConfig(mode="lpt", deal_by_sm=False)
-            configs["auto-nodeal"] = auto.replace(deal_by_sm=False)
         # the frame-level culling gain on auto's own schedule (the balance bound's factor: auto-nocull against
         # gsplat's time x gsplat's SM activity measures the balance alone)
         configs["auto-nocull"] = auto.replace(cull=False)

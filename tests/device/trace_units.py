@@ -56,7 +56,7 @@ PATCHES = [
     ("        if (f.item_depth != nullptr && threadIdx.x == 0) f.item_depth[item] = stop_position - range_start;\n",
      "        if (threadIdx.x == 0) lpt_trace(1, position, item, unit_t0, lpt_now(), 0, range_end - range_start,"
      " stop_position - range_start);\n"),
-    ("    leave_queue(f, LPT_WORD_LPT_COUNTER, LPT_WORD_LPT_EXITED, queue.rounds > 0 ? queue.sms : 0);\n",
+    ("    leave_queue(f, LPT_WORD_LPT_COUNTER, LPT_WORD_LPT_EXITED);\n",
      "    if (threadIdx.x == 0) lpt_trace(3, blockIdx.x, 0, cta_t0, lpt_now(), 0, 0, 0);\n"),
     # chunk kernel
     ("    PersistentQueue queue(f.schedule + LPT_WORD_CHUNK_COUNTER);\n",
@@ -212,7 +212,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--frames", nargs="+", default=["moderate", "mild"], help="ladder frames, or garden")
     parser.add_argument("--calls", type=int, default=40)
-    parser.add_argument("--configs", nargs="+", default=["auto", "fixed:0.02:4"], help="auto, lpt, auto-nodeal, lpt-nodeal, auto-2px or fixed:RHO:K")
+    parser.add_argument("--configs", nargs="+", default=["auto", "fixed:0.02:4"], help="auto, lpt, auto-2px or fixed:RHO:K")
     parser.add_argument("--busy", action="store_true",
                         help="a sleep kernel ahead of each call: the call is enqueued before the GPU reaches it, "
                              "as when the host runs ahead")
@@ -240,8 +240,6 @@ def main() -> None:
         for spec in args.configs:
             if spec in ("auto", "lpt"):
                 config = LPTConfig(mode=spec)
-            elif spec in ("auto-nodeal", "lpt-nodeal"):  # the first units by CTA index
-                config = LPTConfig(mode=spec.split("-")[0], deal_by_sm=False)
             elif spec == "auto-2px":
                 config = LPTConfig(mode="auto", pixels_per_thread=2)
             else:

@@ -54,8 +54,7 @@ def measure(name, frame, repeats, grid):
     gsplat_blend = original("rasterize_to_pixels")
     configs = {"lpt": LPTConfig(mode="lpt"), "auto": LPTConfig(mode="auto"),
                "lpt-nocull": LPTConfig(mode="lpt", cull=False),
-               "lpt-1px": LPTConfig(mode="lpt", pixels_per_thread=1), "lpt-2px": LPTConfig(mode="lpt", pixels_per_thread=2),
-               "lpt-nodeal": LPTConfig(mode="lpt", deal_by_sm=False), "auto-nodeal": LPTConfig(mode="auto", deal_by_sm=False)}
+               "lpt-1px": LPTConfig(mode="lpt", pixels_per_thread=1), "lpt-2px": LPTConfig(mode="lpt", pixels_per_thread=2)}
     configs.update({f"fixed({rho},{k})": LPTConfig(mode="fixed", heavy_ratio=rho, chunk_count=k)
                     for rho, k in grid})
     variants = {"vanilla": lambda: gsplat_blend(**frame)}
@@ -65,7 +64,6 @@ def measure(name, frame, repeats, grid):
         variants[label] = on_stream(streams[label], lambda c=config: gsplat_lpt.rasterize_to_pixels(**frame, config=c))
     for _ in range(3):  # auto's first frames learn the stop depths and size the partial buffers
         variants["auto"]()
-        variants["auto-nodeal"]()
     gpu = time_interleaved(variants, repeats, busy=True)
     whole = time_interleaved({k: variants[k] for k in ("vanilla", "lpt", "auto")}, repeats, seed=2)
     ref_colors, ref_alphas = gsplat_blend(**frame)
@@ -119,13 +117,10 @@ def main() -> int:
               f"{(best['name'][5:] + ' ' + format(best['ms'], '.3f')) if best else '-':>16} "
               f"{w['vanilla'] / w['lpt']:>7.2f}/{w['vanilla'] / w['auto']:<8.2f} {g['vanilla'] / g['lpt-nocull']:>8.2f} "
               f"{str(r['lpt']['bitwise']):>7} {r['auto']['psnr']:>7.1f}")
-    print("\nGPU ms: lpt (its own choice of pixels per thread) / one pixel / two pixels per thread; lpt and auto with the "
-          "first tiles by CTA index (no deal by SM): ms and x of the deal")
+    print("\nGPU ms: lpt (its own choice of pixels per thread) / one pixel / two pixels per thread")
     for r in rows:
         g = r["gpu_ms"]
-        print(f"{r['frame']:<16} {g['lpt']:.3f} ({r['lpt']['pixels_per_thread']}) / {g['lpt-1px']:.3f} / {g['lpt-2px']:.3f}"
-              f"   nodeal lpt {g['lpt-nodeal']:.3f} ({g['lpt-nodeal'] / g['lpt']:.3f}x)"
-              f"  auto {g['auto-nodeal']:.3f} ({g['auto-nodeal'] / g['auto']:.3f}x)")
+        print(f"{r['frame']:<16} {g['lpt']:.3f} ({r['lpt']['pixels_per_thread']}) / {g['lpt-1px']:.3f} / {g['lpt-2px']:.3f}")
     slower = [r["frame"] for r in rows if min(r["gpu_ms"]["vanilla"] / r["gpu_ms"][m] for m in ("lpt", "auto")) < 1.0]
     print(f"frames where lpt or auto is slower than gsplat (GPU time): {slower or 'none'}")
     print(f"lpt not bit for bit: {[r['frame'] for r in rows if not r['lpt']['bitwise']] or 'none'}; "
