@@ -87,35 +87,26 @@ def main() -> None:
         print(f"== {frame_name}: back to back (no sleep: each call costs the larger of its host and GPU time)")
         report(rounds_us(kinds, args.calls, args.rounds, busy=False), reference="gsplat")
 
-    # 2DGS: one 640 x 480 frame of 20,000 surfels (our kernels, hand-off off), every checkout in the same rounds
+    # 2DGS and 3DGUT: one 640 x 480 frame of 20,000 Gaussians (our kernels, hand-off off), every checkout in the same
+    # rounds
     from gsplat_lpt.tools.frame import project_variant_frame
 
     means, quats, scales, opacities = random_gaussians(20000, seed=1)
     colors = torch.rand(means.shape[0], 3, device="cuda")
-    surfels = project_variant_frame("2dgs", means, quats, scales, opacities, colors, *cameras(1, 640, 480), 640, 480)
-    surfel_args, surfel_kwargs = surfels.call_arguments()
-    gsplat_2dgs = original("rasterize_to_pixels_2dgs")
-    kinds = {"gsplat 2DGS": lambda: gsplat_2dgs(*surfel_args, **surfel_kwargs)}
-    for mode in ("lpt", "auto"):
-        for suffix, package in packages.items():
-            config = package.LPTConfig(mode=mode, gsplat_kernel_below=0)
-            kinds[f"2DGS {mode}{suffix}"] = lambda p=package, c=config: p.rasterize_to_pixels_2dgs(
-                *surfel_args, **surfel_kwargs, config=c)
-    print(f"== 2DGS 640x480 20k: {args.rounds} rounds of {args.calls} calls, GPU busy")
-    report(rounds_us(kinds, args.calls, args.rounds), reference="gsplat 2DGS")
-
-    # 3DGUT: the same 640 x 480 frame of 20,000 Gaussians evaluated in 3D (our kernels, hand-off off)
-    ut = project_variant_frame("3dgut", means, quats, scales, opacities, colors, *cameras(1, 640, 480), 640, 480)
-    ut_args, ut_kwargs = ut.call_arguments()
-    gsplat_3dgut = original("rasterize_to_pixels_eval3d")
-    kinds = {"gsplat 3DGUT": lambda: gsplat_3dgut(*ut_args, **ut_kwargs)}
-    for mode in ("lpt", "auto"):
-        for suffix, package in packages.items():
-            config = package.LPTConfig(mode=mode, gsplat_kernel_below=0)
-            ours = importlib.import_module(package.__name__ + ".variants.gaussian3dgut").rasterize_to_pixels_eval3d
-            kinds[f"3DGUT {mode}{suffix}"] = lambda fn=ours, c=config: fn(*ut_args, **ut_kwargs, config=c)
-    print(f"== 3DGUT 640x480 20k: {args.rounds} rounds of {args.calls} calls, GPU busy")
-    report(rounds_us(kinds, args.calls, args.rounds), reference="gsplat 3DGUT")
+    for variant, label, module, function in (("2dgs", "2DGS", "surfel2d", "rasterize_to_pixels_2dgs"),
+                                             ("3dgut", "3DGUT", "gaussian3dgut", "rasterize_to_pixels_eval3d")):
+        blend = project_variant_frame(variant, means, quats, scales, opacities, colors, *cameras(1, 640, 480), 640, 480)
+        call_args, call_kwargs = blend.call_arguments()
+        theirs = original(function)
+        kinds = {f"gsplat {label}": lambda fn=theirs, a=call_args, k=call_kwargs: fn(*a, **k)}
+        for mode in ("lpt", "auto"):
+            for suffix, package in packages.items():
+                config = package.LPTConfig(mode=mode, gsplat_kernel_below=0)
+                ours = getattr(importlib.import_module(f"{package.__name__}.variants.{module}"), function)
+                kinds[f"{label} {mode}{suffix}"] = lambda fn=ours, c=config, a=call_args, k=call_kwargs: fn(
+                    *a, **k, config=c)
+        print(f"== {label} 640x480 20k: {args.rounds} rounds of {args.calls} calls, GPU busy")
+        report(rounds_us(kinds, args.calls, args.rounds), reference=f"gsplat {label}")
 
     # the pieces of a call, each alone (the same rounds)
     from gsplat_lpt.runtime import current_stream_handle, rasterizer_for
