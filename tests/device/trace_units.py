@@ -144,6 +144,35 @@ def sm_activity(ctas, span_us: float, sms: int = 132) -> float:
     return busy / (sms * span_us)
 
 
+def sm_tails(trace: dict, sms: int = 132, heavy: int = 5000, last: int = 8) -> dict:
+    """Which SMs end the frame, and why: per SM the end of its last LPT unit, the Gaussians its units walked, its
+    units, and its first units (started within 2 us of the first) that walked more than `heavy` Gaussians; the
+    `last` SMs to end, and each SM's pace (walked Gaussians per us of its span) against the median SM's. SMs that end
+    last having walked no more than the others, at a slower pace, run the same work slower (H200, the probe band:
+    SMs 124-131, `examples/results/band_trace_h200.txt`)."""
+    units = trace["units"]
+    if not units:
+        return {}
+    origin = min(u["t0"] for u in units)
+    rows = {}
+    for u in units:
+        r = rows.setdefault(u["sm"], {"end": 0.0, "walked": 0, "units": 0, "heavy_first": 0})
+        r["end"] = max(r["end"], u["t1"] - origin)
+        r["walked"] += u["walked"]
+        r["units"] += 1
+        r["heavy_first"] += int(u["t0"] - origin < 2.0 and u["walked"] > heavy)
+    paces = sorted(r["walked"] / max(r["end"], 1e-9) for r in rows.values())
+    median_pace = paces[len(paces) // 2]
+    ends = sorted(r["end"] for r in rows.values())
+    slowest = sorted(rows, key=lambda sm: -rows[sm]["end"])[:last]
+    return {"sms_seen": len(rows), "sms": sms, "end_median_us": round(ends[len(ends) // 2], 1),
+            "end_max_us": round(ends[-1], 1),
+            "last": [{"sm": sm, "end_us": round(rows[sm]["end"], 1), "walked": rows[sm]["walked"],
+                      "units": rows[sm]["units"], "heavy_first": rows[sm]["heavy_first"],
+                      "pace_x_median": round(rows[sm]["walked"] / max(rows[sm]["end"], 1e-9) / median_pace, 3)}
+                     for sm in slowest]}
+
+
 def summarise(trace: dict, ms: float, h: int, k: int) -> dict:
     units, chunks, ctas = trace["units"], trace["chunks"], trace["ctas"]
     lpt_ctas = [c for c in ctas if c["kernel"] == "lpt"]
@@ -183,6 +212,7 @@ def summarise(trace: dict, ms: float, h: int, k: int) -> dict:
         s["last_unit"] = {key: (round(v, 1) if isinstance(v, float) else v) for key, v in last_unit.items()}
         first_after_chunks = [u for u in units if chunks and u["t0"] > s.get("chunk_end", 0)]
         s["units_after_chunk_kernel"] = len(first_after_chunks)
+        s["sm_tails"] = sm_tails(trace)
     return s
 
 
