@@ -155,8 +155,13 @@ def intersections(isect_offsets: Any, flatten_ids: Any, masks: Any, image_width:
                          image_height, tile_size, tile_width, tile_height, num_gaussians, num_items)
 
 
-# The usual call's few checks, shared by the variants' fast paths (gaussian3d._usual_call, surfel2d._usual_call):
-# each returns False (or None) where the full validation must look, which then names what is wrong.
+# The usual call's few checks, shared by the variants' fast paths (the _usual_call of gaussian3d, surfel2d and
+# gaussian3dgut): each returns False (or None) where the full validation must look, which then names what is wrong.
+
+# The device index every tensor of a usual call has at least (CUDA: 0; the CPU tests of the fast paths lower it to -1,
+# a CPU tensor's get_device()).
+FIRST_DEVICE_INDEX = 0
+
 
 def usual_sizes(width: Any, height: Any, tile_size: Any) -> bool:
     """Image and tile sizes that are plain positive ints, the tile within constants.MAX_TILE_SIZE."""

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import gsplat_lpt
-from gsplat_lpt import LPTConfig
+from gsplat_lpt import LPTConfig, frontend
 from gsplat_lpt.errors import LPTInputError
 from gsplat_lpt.frontend import pad_channels
 from gsplat_lpt.variants.gaussian3d import Frame3DGS
@@ -179,7 +179,7 @@ def test_fast_path_accepts_only_what_the_full_validation_accepts(change, monkeyp
     up to its device check and finds the same rows and channels."""
     from gsplat_lpt.variants import gaussian3d
 
-    monkeypatch.setattr(gaussian3d, "_FIRST_DEVICE_INDEX", -1)
+    monkeypatch.setattr(frontend, "FIRST_DEVICE_INDEX", -1)
     args = {**frame(), "backgrounds": None, "masks": None, "packed": False, **change}
     keys = ("means2d", "conics", "colors", "opacities", "backgrounds", "masks", "image_width", "image_height",
             "tile_size", "isect_offsets", "flatten_ids", "packed")
@@ -214,7 +214,7 @@ def test_wide_feature_maps_are_blended_in_channel_slices(channels, background, m
     from gsplat_lpt import constants, frontend
     from gsplat_lpt.variants import gaussian3d
 
-    monkeypatch.setattr(gaussian3d, "_FIRST_DEVICE_INDEX", -1)
+    monkeypatch.setattr(frontend, "FIRST_DEVICE_INDEX", -1)
     calls = []
     monkeypatch.setattr(frontend, "render_slices", lambda inter, slices, *rest: calls.append(
         ("slices", slices)) or "plan")
@@ -274,7 +274,7 @@ def test_frame_hands_the_kernels_aligned_colour_rows(channels, monkeypatch):
     """Frame3DGS: a colour view 4 bytes off a 16-byte boundary reaches the kernels as an aligned copy."""
     from gsplat_lpt.variants import gaussian3d
 
-    monkeypatch.setattr(gaussian3d, "_FIRST_DEVICE_INDEX", -1)
+    monkeypatch.setattr(frontend, "FIRST_DEVICE_INDEX", -1)
     args = frame(D=channels)
     colors = args["colors"]
     storage = torch.zeros(colors.numel() + 1)
@@ -295,7 +295,7 @@ def test_odd_channel_counts_reach_the_kernels_in_padded_rows(channels, monkeypat
     them for gsplat's backward) and the output keeps their width. Other counts are read as they are."""
     from gsplat_lpt.variants import gaussian3d
 
-    monkeypatch.setattr(gaussian3d, "_FIRST_DEVICE_INDEX", -1)
+    monkeypatch.setattr(frontend, "FIRST_DEVICE_INDEX", -1)
     args = {**frame(D=channels), "backgrounds": None, "masks": None, "packed": False}
     keys = ("means2d", "conics", "colors", "opacities", "backgrounds", "masks", "image_width", "image_height",
             "tile_size", "isect_offsets", "flatten_ids", "packed")
@@ -326,7 +326,7 @@ def test_small_frames_go_to_gsplats_own_kernel(mode, below, default, isects, han
     from gsplat_lpt import frontend
     from gsplat_lpt.variants import gaussian3d
 
-    monkeypatch.setattr(gaussian3d, "_FIRST_DEVICE_INDEX", -1)
+    monkeypatch.setattr(frontend, "FIRST_DEVICE_INDEX", -1)
     monkeypatch.setattr(frontend, "HAND_OFF_SMALL_FRAMES", True)
     monkeypatch.setattr(gaussian3d, "VARIANT", dataclasses.replace(gaussian3d.VARIANT, small_frame_intersections=default))
     calls = []

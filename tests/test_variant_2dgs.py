@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import gsplat_lpt
-from gsplat_lpt import runtime
+from gsplat_lpt import frontend, runtime
 from gsplat_lpt.errors import LPTInputError
 from gsplat_lpt.reference import ALPHA_THRESHOLD, chunk_bounds
 from gsplat_lpt.reference_2dgs import (
@@ -201,7 +201,7 @@ def test_fast_path_accepts_only_what_the_full_validation_accepts(case, monkeypat
     """Where the usual call's checks accept (CPU tensors, their device check lowered to take them), the full
     validation passes up to its device check and finds the same rows and channels; where it refuses, the full
     validation refuses too or only the device check stops it (a call the fast path leaves to it)."""
-    monkeypatch.setattr(surfel2d, "_FIRST_DEVICE_INDEX", -1)
+    monkeypatch.setattr(frontend, "FIRST_DEVICE_INDEX", -1)
     args = {"backgrounds": None, "masks": None, **case}
     keys = ("means2d", "ray_transforms", "colors", "opacities", "normals", "densify", "backgrounds", "masks",
             "image_width", "image_height", "tile_size", "isect_offsets", "flatten_ids", "packed")

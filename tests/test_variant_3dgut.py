@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import gsplat_lpt
-from gsplat_lpt import LPTConfig, constants, layouts, runtime
+from gsplat_lpt import LPTConfig, constants, frontend, layouts, runtime
 from gsplat_lpt.errors import LPTInputError
 from gsplat_lpt.reference_3dgut import blend_eval3d_sequential, eval3d_alphas, iscl_rot, pinhole_rays
 from gsplat_lpt.variants import VARIANTS
@@ -160,7 +160,7 @@ def test_fast_path_accepts_only_what_the_full_validation_accepts(changes, monkey
     validation passes up to its device check, and finds the same dims."""
     from helpers import assert_fast_path_agrees
 
-    monkeypatch.setattr(gaussian3dgut, "_FIRST_DEVICE_INDEX", -1)
+    monkeypatch.setattr(frontend, "FIRST_DEVICE_INDEX", -1)
     unset = ("backgrounds", "masks", "radial_coeffs", "tangential_coeffs", "thin_prism_coeffs", "ftheta_coeffs",
              "viewmats_rs", "ut_params", "rolling_shutter")
     args = {**_inputs(), **dict.fromkeys(unset), "camera_model": "pinhole", **changes}

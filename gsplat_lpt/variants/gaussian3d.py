@@ -74,11 +74,6 @@ _F32, _I32 = torch.float32, torch.int32
 _DEFAULT_CONFIG = LPTConfig()
 
 
-# The device index a tensor of the usual call has at least (CUDA: 0; the CPU tests of the shape checks below
-# lower it to -1, a CPU tensor's get_device()).
-_FIRST_DEVICE_INDEX = 0
-
-
 def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, height, tile_size, isect_offsets,
                 flatten_ids, packed):
     """The usual call (unpacked, or packed as `gsplat.rasterization` calls by default; one CUDA device, gsplat's
@@ -92,7 +87,7 @@ def _usual_call(means2d, conics, colors, opacities, backgrounds, masks, width, h
                 and isect_offsets.dtype is _I32 and flatten_ids.dtype is _I32):
             return None
         index = means2d.get_device()  # (an int: cheaper than comparing torch.device objects)
-        if not (index >= _FIRST_DEVICE_INDEX and conics.get_device() == index and colors.get_device() == index
+        if not (index >= frontend.FIRST_DEVICE_INDEX and conics.get_device() == index and colors.get_device() == index
                 and opacities.get_device() == index and isect_offsets.get_device() == index
                 and flatten_ids.get_device() == index):
             return None

@@ -246,10 +246,6 @@ def validate(means, quats, scales, colors, opacities, viewmats, Ks, backgrounds,
 
 
 _F32, _I32 = torch.float32, torch.int32
-# The device index a tensor of the usual call has at least (CUDA: 0; the CPU tests of the shape checks lower it to
-# -1, a CPU tensor's get_device()).
-_FIRST_DEVICE_INDEX = 0
-
 
 def _usual_call(means, quats, scales, colors, opacities, viewmats, Ks, width, height, tile_size, isect_offsets,
                 flatten_ids, backgrounds, masks, camera_model, ut_params, radial_coeffs, tangential_coeffs,
@@ -266,7 +262,7 @@ def _usual_call(means, quats, scales, colors, opacities, viewmats, Ks, width, he
                 and isect_offsets.dtype is _I32 and flatten_ids.dtype is _I32):
             return None
         index = means.get_device()  # (written out: a generator over the tensors cost about 2 us)
-        if not (index >= _FIRST_DEVICE_INDEX and quats.get_device() == index and scales.get_device() == index
+        if not (index >= frontend.FIRST_DEVICE_INDEX and quats.get_device() == index and scales.get_device() == index
                 and colors.get_device() == index and opacities.get_device() == index
                 and viewmats.get_device() == index and Ks.get_device() == index
                 and isect_offsets.get_device() == index and flatten_ids.get_device() == index):

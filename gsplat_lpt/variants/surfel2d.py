@@ -123,11 +123,6 @@ _F32, _I32 = torch.float32, torch.int32
 _DEFAULT_CONFIG = LPTConfig()  # (frozen: one instance for every call that gives none; a new one would also make the
 # runtime set the plan's policy constants again)
 
-# The device index a tensor of the usual call has at least (CUDA: 0; the CPU tests of the shape checks lower it to
-# -1, a CPU tensor's get_device()).
-_FIRST_DEVICE_INDEX = 0
-
-
 def _usual_call(means2d, ray_transforms, colors, opacities, normals, densify, backgrounds, masks, width, height,
                 tile_size, isect_offsets, flatten_ids, packed):
     """The usual call (unpacked or packed, one CUDA device, gsplat's dtypes and shapes) checked in a few operations,
@@ -142,7 +137,7 @@ def _usual_call(means2d, ray_transforms, colors, opacities, normals, densify, ba
                 and flatten_ids.dtype is _I32 and isinstance(densify, Tensor)):
             return None
         index = means2d.get_device()
-        if not (index >= _FIRST_DEVICE_INDEX and ray_transforms.get_device() == index
+        if not (index >= frontend.FIRST_DEVICE_INDEX and ray_transforms.get_device() == index
                 and colors.get_device() == index and opacities.get_device() == index
                 and normals.get_device() == index and densify.get_device() == index
                 and isect_offsets.get_device() == index and flatten_ids.get_device() == index):
