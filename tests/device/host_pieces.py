@@ -157,6 +157,11 @@ def main() -> None:
     viewmats, Ks = cameras(1, 640, 480)
     whole = {f"rasterization, backend={backend}": lambda b=backend: gsplat.rasterization(
         means, quats, scales, opacities, colors, viewmats, Ks, 640, 480, backend=b) for backend in ("cuda", "lpt")}
+    # the hook alone: backend="lpt" whose every frame goes to gsplat's own blend (our wrapper, dispatcher and report;
+    # none of our front end or kernels), which splits the whole call's difference into the hook's share and the blend's
+    hook_only = LPTConfig(gsplat_kernel_below=1 << 40)
+    whole["rasterization, backend=lpt, gsplat's blend (the hook alone)"] = lambda: gsplat.rasterization(
+        means, quats, scales, opacities, colors, viewmats, Ks, 640, 480, backend="lpt", lpt_config=hook_only)
     print(f"== whole gsplat.rasterization calls (640 x 480, 20k), {args.rounds} rounds of {args.calls} calls, GPU busy")
     report(rounds_us(whole, args.calls, args.rounds), reference="rasterization, backend=cuda")
     print("== the same, back to back")
