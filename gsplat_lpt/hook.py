@@ -17,6 +17,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
+import torch
+from torch import Tensor
+
 from .config import MODES, LPTConfig
 from .frontend import ScheduleReport, empty_report
 from .variants import VARIANTS  # (a from-import inside the per-call dispatcher cost about 1.5 us of each call)
@@ -142,11 +145,19 @@ def _merge_reports(reports: List[Mapping], mode: str) -> Mapping:
 
 def _require_cuda_inputs(names, args, kwargs) -> None:
     """backend="lpt" renders CUDA tensors: say so before gsplat's projection fails on a CPU tensor. `names`: the
-    wrapped function's parameter names in order (for positional arguments)."""
-    import torch
-
+    wrapped function's parameter names in order (for positional arguments). (Every call runs this: the values are
+    looked at first, and the names only where one is not on a CUDA device.)"""
+    for value in args:
+        if isinstance(value, Tensor) and not value.is_cuda:  # (is_cuda: a fifth of device.type's time)
+            break
+    else:
+        for value in kwargs.values():
+            if isinstance(value, Tensor) and not value.is_cuda:
+                break
+        else:
+            return
     for name, value in [*zip(names, args), *kwargs.items()]:
-        if isinstance(value, torch.Tensor) and not value.is_cuda:  # (is_cuda: a fifth of device.type's time)
+        if isinstance(value, Tensor) and not value.is_cuda:
             from .errors import LPTInputError
 
             available = "" if torch.cuda.is_available() else " (and no CUDA device is available on this machine)"
@@ -185,19 +196,21 @@ def whole_map_chunk(args, kwargs, value) -> Optional[int]:
     """The channel_chunk that hands a `rasterization` call's feature map to the backend in one call, or None to
     keep the caller's: no channel_chunk given, 3DGS (no eval3d), colours without spherical harmonics whose
     blended width (plus the depth channel of RGB+D / RGB+ED) is one of WHOLE_MAP_CHANNELS, and no gradients
-    (a training step keeps gsplat's chunks, so gsplat's backward runs on the widths it always had)."""
-    import torch
-
+    (a training step keeps gsplat's chunks, so gsplat's backward runs on the widths it always had). The width is
+    looked at first: most calls (RGB, a few channels) are answered there."""
     if "channel_chunk" in kwargs or len(args) > value.positions.get("channel_chunk", len(args)):
         return None
-    if value(args, kwargs, "sh_degree") is not None or value(args, kwargs, "with_eval3d", False) \
-            or value(args, kwargs, "with_ut", False):
+    colors = value(args, kwargs, "colors")
+    if not isinstance(colors, Tensor) or colors.dim() == 0 or colors.shape[-1] + 1 < WHOLE_MAP_CHANNELS[0]:
         return None
-    colors, mode = value(args, kwargs, "colors"), value(args, kwargs, "render_mode", "RGB")
-    if not isinstance(colors, torch.Tensor) or colors.dim() == 0 or mode not in ("RGB", "RGB+D", "RGB+ED"):
+    mode = value(args, kwargs, "render_mode", "RGB")
+    if mode not in ("RGB", "RGB+D", "RGB+ED"):
         return None
     width = colors.shape[-1] + (mode != "RGB")
     if width not in WHOLE_MAP_CHANNELS:
+        return None
+    if value(args, kwargs, "sh_degree") is not None or value(args, kwargs, "with_eval3d", False) \
+            or value(args, kwargs, "with_ut", False):
         return None
     if torch.is_grad_enabled():
         for name in ("means", "quats", "scales", "opacities", "colors", "viewmats", "Ks", "covars", "backgrounds"):
