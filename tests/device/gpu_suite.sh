@@ -55,7 +55,10 @@ for stage in $stages; do
       baseline=$([ -d .baseline/gsplat_lpt_before ] && echo --baseline-module gsplat_lpt_before)
       PYTHONPATH=${PYTHONPATH:-}:$PWD/.baseline python3 tests/device/host_pieces.py $baseline > "$OUT/host_pieces.log" 2>&1
       python3 tests/device/profile_host.py > "$OUT/profile_host.log" 2>&1
+      # a host-bound loop of whole rasterization calls: each step's host time, and whether our GPU work is exposed
+      python3 tests/device/whole_call_timeline.py > "$OUT/whole_call_timeline.log" 2>&1
       head -40 "$OUT/host_pieces.log"
+      tail -5 "$OUT/whole_call_timeline.log"
       ;;
     probes)
       # the probe scenes (frames built unlike the ladder): every mode, lpt at one and two pixels, a fixed grid
