@@ -149,19 +149,13 @@ def main() -> None:
     print(f"== pieces of a call (ladder street), {args.rounds} rounds of {args.calls} calls")
     report(rounds_us(pieces, args.calls, args.rounds), reference="gsplat")
 
-    # whole gsplat.rasterization calls (projection, tiling, blend; 640 x 480, 20,000 Gaussians): backend "cuda" and "lpt"
-    import gsplat
+    # whole gsplat.rasterization calls (projection, tiling, blend; 640 x 480, 20,000 Gaussians): backend "cuda", "lpt"
+    # and the hook alone (whole_calls.py)
+    from whole_calls import HOOK_ALONE, whole_calls
 
-    means, quats, scales, opacities = random_gaussians(20000, seed=1)
-    colors = torch.rand(means.shape[0], 3, device="cuda")
-    viewmats, Ks = cameras(1, 640, 480)
-    whole = {f"rasterization, backend={backend}": lambda b=backend: gsplat.rasterization(
-        means, quats, scales, opacities, colors, viewmats, Ks, 640, 480, backend=b) for backend in ("cuda", "lpt")}
-    # the hook alone: backend="lpt" whose every frame goes to gsplat's own blend (our wrapper, dispatcher and report;
-    # none of our front end or kernels), which splits the whole call's difference into the hook's share and the blend's
-    hook_only = LPTConfig(gsplat_kernel_below=1 << 40)
-    whole["rasterization, backend=lpt, gsplat's blend (the hook alone)"] = lambda: gsplat.rasterization(
-        means, quats, scales, opacities, colors, viewmats, Ks, 640, 480, backend="lpt", lpt_config=hook_only)
+    labels = {"cuda": "rasterization, backend=cuda", "lpt": "rasterization, backend=lpt",
+              HOOK_ALONE: "rasterization, backend=lpt, gsplat's blend (the hook alone)"}
+    whole = {labels[name]: call for name, call in whole_calls().items()}
     print(f"== whole gsplat.rasterization calls (640 x 480, 20k), {args.rounds} rounds of {args.calls} calls, GPU busy")
     report(rounds_us(whole, args.calls, args.rounds), reference="rasterization, backend=cuda")
     print("== the same, back to back")

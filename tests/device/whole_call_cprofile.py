@@ -18,10 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from test_gpu_parity import cameras, random_gaussians  # noqa: E402
-
-import gsplat  # noqa: E402
-from gsplat_lpt import LPTConfig  # noqa: E402  (importing gsplat_lpt hooks gsplat)
+from whole_calls import whole_calls  # noqa: E402
 
 
 def per_call(profiler: cProfile.Profile, calls: int):
@@ -39,18 +36,7 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
-    means, quats, scales, opacities = random_gaussians(args.gaussians, seed=1)
-    colors = torch.rand(means.shape[0], 3, device="cuda")
-    viewmats, Ks = cameras(1, width, height)
-    hook_alone = LPTConfig(gsplat_kernel_below=1 << 40)
-    kinds = {
-        "cuda": lambda: gsplat.rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
-                                             backend="cuda"),
-        "lpt": lambda: gsplat.rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
-                                            backend="lpt"),
-        "hook alone": lambda: gsplat.rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width,
-                                                   height, backend="lpt", lpt_config=hook_alone),
-    }
+    kinds = whole_calls(width, height, args.gaussians)
     profiles, walls = {}, {}
     for name, call in kinds.items():
         for _ in range(20):

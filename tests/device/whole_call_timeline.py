@@ -24,11 +24,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from test_gpu_parity import cameras, random_gaussians  # noqa: E402
+from whole_calls import whole_calls  # noqa: E402
 
-import gsplat  # noqa: E402
-import gsplat.rendering as rendering  # noqa: E402
-from gsplat_lpt import LPTConfig  # noqa: E402  (importing gsplat_lpt hooks gsplat)
+import gsplat.rendering as rendering  # noqa: E402  (whole_calls() imports gsplat_lpt, hooking gsplat, before the
+#                                                   Recorder wraps the steps' globals, the hook's dispatcher among them)
 
 STEPS = ("fully_fused_projection", "isect_tiles", "isect_offset_encode", "rasterize_to_pixels")
 
@@ -76,30 +75,21 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=40)
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
-    means, quats, scales, opacities = random_gaussians(args.gaussians, seed=1)
-    colors = torch.rand(means.shape[0], 3, device="cuda")
-    viewmats, Ks = cameras(1, width, height)
-    hook_alone = LPTConfig(gsplat_kernel_below=1 << 40)
-    kinds = {
-        "cuda": dict(backend="cuda"),
-        "lpt": dict(backend="lpt"),
-        "hook alone": dict(backend="lpt", lpt_config=hook_alone),
-    }
+    kinds = whole_calls(width, height, args.gaussians)
     recorder = Recorder()
     recorder.install()
     columns = ("call", *STEPS, "rest", "blend GPU", "blend running")
     samples = {kind: {c: [] for c in columns} for kind in kinds}
     try:
         for round_index in range(args.rounds + 1):  # round 0 warms up
-            for kind, options in kinds.items():
+            for kind, call in kinds.items():
                 torch.cuda.synchronize()
                 recorder.blend_events, recorder.blend_running_at_projection = None, None
                 pending = []
                 for _ in range(args.calls):
                     recorder.host = {step: 0.0 for step in STEPS}
                     start = time.perf_counter_ns()
-                    gsplat.rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
-                                         **options)
+                    call()
                     call_us = (time.perf_counter_ns() - start) / 1e3
                     pending.append((call_us, dict(recorder.host), recorder.blend_events,
                                     recorder.blend_running_at_projection))
