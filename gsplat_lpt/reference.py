@@ -243,3 +243,50 @@ def may_contribute(means2d: Tensor, conics: Tensor, opacities: Tensor, box: Tupl
         kept |= (~(q0 > limit) | ~(q1 > limit)) & ~(dy.abs() > band)
         py += 1.0
     return kept | ~(limit < 1e30)
+
+
+def _fma32(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
+    """fmaf in float32, through float64: a float32 product is exact in float64, the sum is rounded twice
+    (float64, then float32), which can differ from one rounding in the last bit, rarely."""
+    return (a.double() * b.double() + c.double()).float()
+
+
+def scalable(means2d: Tensor, conics: Tensor) -> Tensor:
+    """kernels/blend_3dgs.cu scalable: Gaussians whose batches are walked scaled (a / 2, c / 2). [M] bool"""
+    a, c = conics[:, 0].float(), conics[:, 2].float()
+    lo, hi = 2.0 ** -70, 2.0 ** 70
+    near = (means2d[:, 0].float().abs() < 2.0 ** 23) & (means2d[:, 1].float().abs() < 2.0 ** 23)
+    return (a >= lo) & (a <= hi) & (c >= lo) & (c <= hi) & near
+
+
+def may_contribute_scaled(means2d: Tensor, conics: Tensor, opacities: Tensor,
+                          box: Tuple[float, float, float, float]) -> Tensor:
+    """kernels/blend_3dgs.cu may_contribute_scaled in float32 PyTorch, for the scalable Gaussians (the others
+    are walked unscaled: may_contribute's answer): q = dx (a/2 dx + b dy) + (c/2 dy) dy in fmas, the slope
+    b / a taken once, rows outside the band compared against -inf. [M] bool"""
+    f32 = torch.float32
+    limit, band = cull_bound(conics, opacities)
+    x, y = means2d[:, 0].to(f32), means2d[:, 1].to(f32)
+    limit = torch.where((x.abs() < 1e7) & (y.abs() < 1e7), limit, torch.full_like(limit, 1e30))
+    half_a, b, half_c = conics[:, 0].to(f32) * 0.5, conics[:, 1].to(f32), conics[:, 2].to(f32) * 0.5
+    x0, x1, y0, y1 = box
+    slope = b / (half_a + half_a)
+    culled = torch.full_like(limit, -math.inf)
+    kept = torch.zeros_like(x, dtype=torch.bool)
+    py = y0
+    while py <= y1:
+        dy = y - py
+        row_limit = torch.where(dy.abs() > band, culled, limit)
+        vertex = torch.clamp(_fma32(slope, dy, x), x0, x1)
+        px0 = torch.clamp(torch.floor(vertex - 0.5) + 0.5, min=x0)
+        px1 = torch.clamp(px0 + 1.0, max=x1)
+        dx0, dx1 = x - px0, x - px1
+        b_dy, c_dy2 = b * dy, (half_c * dy) * dy
+        q0 = _fma32(dx0, _fma32(half_a, dx0, b_dy), c_dy2)
+        q1 = _fma32(dx1, _fma32(half_a, dx1, b_dy), c_dy2)
+        kept |= ~(q0 > row_limit) | ~(q1 > row_limit)
+        py += 1.0
+    kept = kept & ~(y - torch.clamp(y, y0, y1)).abs().gt(band)  # the band test before the rows
+    kept = kept | ~(limit < 1e30)
+    return torch.where(scalable(means2d, conics), kept, may_contribute(means2d, conics, opacities, box))
+

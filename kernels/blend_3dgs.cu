@@ -144,11 +144,39 @@ struct Gaussian3DGS {
         return false;
     }
     static constexpr bool kHasCullBound = true;
-    // The same test on a scaled Staged: a and c doubled back (exact) first.
+    // The same test on a scaled Staged (a / 2, b, c / 2: what nearly every batch is walked with), on the scaled
+    // values: q = dx (a/2 dx + b dy) + c/2 dy^2 in three roundings besides gsplat's offsets (b dy, the inner fma,
+    // (c/2 dy) dy and the outer fma), each within half an ulp of a value at most M, so the float q is within
+    // 4 eps M <= 4 * 6e-8 * 2000 q < 5e-4 q of exact, as the unscaled test's (scalable() keeps every product
+    // finite: |d| <= 2^24, a, c, |b| <= 2^70). The slope b / a is taken once, before the rows (a = a/2 + a/2,
+    // exact), and a row outside the band compares against -inf (culled) rather than leaving the loop: the 32
+    // lanes of the cull test, each on its own Gaussian, would otherwise part at every row. A NaN q keeps the
+    // Gaussian, as in the unscaled test. (ptxas sm_90: 29 instructions per row against 42 for the unscaled test
+    // on a copy with a and c doubled back. H200, GPU time x gsplat's blend, every output the same: lpt mode
+    // street 3.54x -> 3.85x, severe 3.56x -> 3.91x, moderate 2.92x -> 3.39x, fog 2.47x -> 2.66x, bonsai orbit
+    // 2.18x -> 2.25x, balanced room 1.79x -> 1.82x; auto 0.6-2% faster. Leaving the loop at the first row that
+    // reaches, or skipping rows outside the band, kept none of the gain: lpt street 3.55x, moderate 2.95x.)
     static __device__ bool may_contribute_scaled(const Staged& s, const lpt::PixelBox& box) {
-        Staged unscaled = s;
-        unscale(unscaled);
-        return may_contribute(unscaled, box);
+        const float x = s.xy_opacity_limit.x, y = s.xy_opacity_limit.y, limit = s.xy_opacity_limit.w;
+        const float half_a = s.conic_extent.x, b = s.conic_extent.y, half_c = s.conic_extent.z;
+        const float band = s.conic_extent.w;
+        if (!(limit < 1e30f)) return true;  // not bounded
+        if (fabsf(y - fminf(fmaxf(y, box.y0), box.y1)) > band) return false;  // also limit < 0: band < 0
+        const float slope = __fdividef(b, half_a + half_a);
+        const float culled = -__int_as_float(0x7f800000);
+        unsigned reached = 0u;
+        for (float py = box.y0; py <= box.y1; py += 1.f) {
+            const float dy = y - py;
+            const float row_limit = fabsf(dy) > band ? culled : limit;
+            const float vertex = fminf(fmaxf(fmaf(slope, dy, x), box.x0), box.x1);
+            const float px0 = fmaxf(floorf(vertex - 0.5f) + 0.5f, box.x0), px1 = fminf(px0 + 1.f, box.x1);
+            const float dx0 = x - px0, dx1 = x - px1;
+            const float b_dy = b * dy, c_dy2 = (half_c * dy) * dy;
+            const float q0 = fmaf(dx0, fmaf(half_a, dx0, b_dy), c_dy2);
+            const float q1 = fmaf(dx1, fmaf(half_a, dx1, b_dy), c_dy2);
+            reached |= (unsigned)(!(q0 > row_limit) | !(q1 > row_limit));
+        }
+        return reached != 0u;
     }
     static constexpr bool kScaledEvaluation = true;
     // Colour rows of 8-64 channels in 16-byte loads (lpt_core.cuh, PlainColorAccumulator): the front end passes

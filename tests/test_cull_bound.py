@@ -10,7 +10,10 @@ import math
 import pytest
 import torch
 
-from gsplat_lpt.reference import ALPHA_THRESHOLD, MAX_ALPHA, may_contribute
+from gsplat_lpt.reference import ALPHA_THRESHOLD, MAX_ALPHA, may_contribute, may_contribute_scaled
+
+# the test on batches as staged, and on scaled ones (a / 2, c / 2: nearly every batch), its own floats
+TESTS = pytest.mark.parametrize("test", [may_contribute, may_contribute_scaled], ids=["staged", "scaled"])
 
 BOXES = [(0.5, 15.5, 0.5, 1.5), (16.5, 31.5, 30.5, 31.5), (100.5, 107.5, 40.5, 43.5), (0.5, 31.5, 7.5, 7.5)]
 
@@ -56,16 +59,18 @@ def edge_gaussians(box, count, seed):
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("box", BOXES)
-def test_dropped_gaussians_never_reach_the_threshold(box, seed):
+@TESTS
+def test_dropped_gaussians_never_reach_the_threshold(box, seed, test):
     means2d, conics, opacities = edge_gaussians(box, 4000, seed)
-    kept = may_contribute(means2d, conics, opacities, box)
+    kept = test(means2d, conics, opacities, box)
     px, py = box_pixels(box)
     reached = (gsplat_alpha(means2d, conics, opacities, px, py) > 0).any(dim=1)
     assert not bool((reached & ~kept).any()), "a dropped Gaussian reaches alpha >= 1/255 in the box"
     assert 0.05 < float((~kept).float().mean()) < 0.99  # the fuzz exercises both outcomes
 
 
-def test_alpha_just_above_and_below_the_threshold():
+@TESTS
+def test_alpha_just_above_and_below_the_threshold(test):
     """A Gaussian whose best pixel has sigma = ln(255 o) +- delta: kept when it can reach 1/255."""
     box = (0.5, 15.5, 0.5, 1.5)
     opacity = torch.tensor(0.6)
@@ -77,30 +82,33 @@ def test_alpha_just_above_and_below_the_threshold():
     means2d = torch.tensor(rows, dtype=torch.float32)
     conics = torch.tensor([[1.0, 0.0, 1.0]] * len(rows))
     opacities = opacity.repeat(len(rows))
-    kept = may_contribute(means2d, conics, opacities, box)
+    kept = test(means2d, conics, opacities, box)
     px, py = box_pixels(box)
     reached = (gsplat_alpha(means2d, conics, opacities, px, py) > 0).any(dim=1)
     assert torch.all(kept[reached])
     assert not bool(kept[-1]) and not bool(kept[-2])  # clearly out of reach: dropped
 
 
-def test_not_positive_definite_or_not_finite_is_kept():
+@TESTS
+def test_not_positive_definite_or_not_finite_is_kept(test):
     box = (0.5, 15.5, 0.5, 1.5)
     means2d = torch.tensor([[500.0, 500.0]] * 5)
     conics = torch.tensor([[1.0, 2.0, 1.0], [-1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [float("nan"), 0, 1], [1.0, 0.0, 1.0]])
     opacities = torch.tensor([0.5, 0.5, 0.5, 0.5, float("nan")])
-    assert torch.all(may_contribute(means2d, conics, opacities, box))
+    assert torch.all(test(means2d, conics, opacities, box))
 
 
-def test_faint_gaussians_are_dropped_even_on_top_of_the_box():
+@TESTS
+def test_faint_gaussians_are_dropped_even_on_top_of_the_box(test):
     box = (0.5, 15.5, 0.5, 1.5)
     means2d = torch.tensor([[8.0, 1.0], [8.0, 1.0]])
     conics = torch.tensor([[0.1, 0.0, 0.1]] * 2)
     opacities = torch.tensor([ALPHA_THRESHOLD * 0.99, 0.0])
-    assert not torch.any(may_contribute(means2d, conics, opacities, box))
+    assert not torch.any(test(means2d, conics, opacities, box))
 
 
-def test_tilted_needle_beside_the_box_is_dropped():
+@TESTS
+def test_tilted_needle_beside_the_box_is_dropped(test):
     """A thin Gaussian tilted at 45 degrees, its long axis passing beside the box's corner: its bounding box
     covers the corner, the ellipse does not; the row test drops it (a box test would keep it)."""
     box = (0.5, 15.5, 0.5, 1.5)
@@ -112,17 +120,18 @@ def test_tilted_needle_beside_the_box_is_dropped():
     opacities = torch.tensor([0.9])
     px, py = box_pixels(box)
     assert not bool((gsplat_alpha(means2d, conics, opacities, px, py) > 0).any())
-    assert not bool(may_contribute(means2d, conics, opacities, box)[0])
+    assert not bool(test(means2d, conics, opacities, box)[0])
 
 
 @pytest.mark.parametrize("box", BOXES)
-def test_the_test_is_tight_for_well_conditioned_conics(box):
+@TESTS
+def test_the_test_is_tight_for_well_conditioned_conics(box, test):
     """Among Gaussians with |rho| < 0.99 and opacity well above 1/255, almost all that the test keeps do reach
     alpha >= 1/255 somewhere in the box (the margins cost under 0.5% of the kept ones)."""
     means2d, conics, opacities = edge_gaussians(box, 4000, 7)
     a, b, c = conics.unbind(-1)
     usable = (b.abs() < 0.99 * torch.sqrt(a * c)) & (opacities > 0.01)
-    kept = may_contribute(means2d, conics, opacities, box) & usable
+    kept = test(means2d, conics, opacities, box) & usable
     px, py = box_pixels(box)
     reached = (gsplat_alpha(means2d, conics, opacities, px, py) > 0).any(dim=1)
     assert int(kept.sum()) > 200
@@ -130,7 +139,8 @@ def test_the_test_is_tight_for_well_conditioned_conics(box):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_sharp_gaussians_between_pixel_centres(seed):
+@TESTS
+def test_sharp_gaussians_between_pixel_centres(seed, test):
     """Small, sharp Gaussians with means on, near, and halfway between pixel centres, in and around a box, with
     opacities near the threshold: where a row's parabola has its vertex between two centres, the test must
     look at the right centre."""
@@ -148,7 +158,7 @@ def test_sharp_gaussians_between_pixel_centres(seed):
     b = (torch.rand(count, generator=g) * 2 - 1) * 0.99 * torch.sqrt(a * c)
     opacities = torch.rand(count, generator=g) * 0.999 + 1e-3
     conics = torch.stack([a, b, c], -1)
-    kept = may_contribute(means2d, conics, opacities, box)
+    kept = test(means2d, conics, opacities, box)
     px, py = box_pixels(box)
     reached = (gsplat_alpha(means2d, conics, opacities, px, py) > 0).any(dim=1)
     assert not bool((reached & ~kept).any()), "a dropped Gaussian reaches alpha >= 1/255 in the box"
