@@ -405,16 +405,15 @@ def test_lpt_kernel_computes_alphas_with_gsplats_float_dataflow(tmp_path):
     """The persistent (lpt) kernel and gsplat's own forward kernel, each compiled as it is built (gsplat's whole
     RasterizeToPixelsFromWorld3DGSFwd.cu with its JIT flags; ours as CuPy's nvcc backend builds it), compute
     every alpha with the same float operations on the same operands, compared in SASS (between control-flow
-    merges; tests/device/sass_3dgut.py, which needs cuobjdump: skipped without it). nvcc's contraction of
+    merges; tests/device/sass_3dgut.py, which needs cuobjdump and CuPy: skipped without). nvcc's contraction of
     multiply-adds depends on the code around an expression, so this is what keeps lpt mode bit for bit."""
     sys.path.insert(0, str(Path(__file__).resolve().parent / "device"))
     import sass_3dgut
-
     try:
         sass_3dgut.tool("cuobjdump")
     except SystemExit:
         pytest.skip("cuobjdump not found (PATH or next to nvcc)")
-    pytest.importorskip("cupy", reason="our kernel is compiled with CuPy's nvcc options")
+    pytest.importorskip("cupy", reason="our kernel is built with CuPy's nvcc options")
     assert sass_3dgut.main(["--keep", str(tmp_path)]) == 0
 
 
