@@ -263,7 +263,7 @@ def may_contribute_scaled(means2d: Tensor, conics: Tensor, opacities: Tensor,
                           box: Tuple[float, float, float, float]) -> Tensor:
     """kernels/blend_3dgs.cu may_contribute_scaled in float32 PyTorch, for the scalable Gaussians (the others
     are walked unscaled: may_contribute's answer): q = dx (a/2 dx + b dy) + (c/2 dy) dy in fmas, the slope
-    b / a taken once, rows outside the band compared against -inf. [M] bool"""
+    b / a taken once, rows outside the band compared against -inf, no early answer. [M] bool"""
     f32 = torch.float32
     limit, band = cull_bound(conics, opacities)
     x, y = means2d[:, 0].to(f32), means2d[:, 1].to(f32)
@@ -286,7 +286,5 @@ def may_contribute_scaled(means2d: Tensor, conics: Tensor, opacities: Tensor,
         q1 = _fma32(dx1, _fma32(half_a, dx1, b_dy), c_dy2)
         kept |= ~(q0 > row_limit) | ~(q1 > row_limit)
         py += 1.0
-    kept = kept & ~(y - torch.clamp(y, y0, y1)).abs().gt(band)  # the band test before the rows
-    kept = kept | ~(limit < 1e30)
     return torch.where(scalable(means2d, conics), kept, may_contribute(means2d, conics, opacities, box))
 
