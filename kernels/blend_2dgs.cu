@@ -145,15 +145,19 @@ struct Surfel2DGS {
     static __device__ bool may_contribute(const Staged& s, const lpt::PixelBox& box) {
         const float4 xy_opac = s.xy_opacity_limit;
         const float limit = xy_opac.w;
-        if (!(limit < 1e30f)) return true;  // not finite inputs: never culled
-        if (limit < 0.f) return false;      // opacity below 1/255 (finite inputs, sigma >= 0)
+        // Every term is computed for every lane and the answers are combined at the end: the 32 lanes of the
+        // cull test, each on its own Gaussian, would otherwise part at each early answer (the same answer for
+        // every input. H200, GPU time x gsplat's blend, every output the same: balanced room 10.64x -> 11.34x,
+        // moderate 6.83x -> 6.95x, bonsai orbit 2.19x -> 2.21x.)
+        const bool unbounded = !(limit < 1e30f);  // not finite inputs: never culled
+        const bool faint = limit < 0.f;           // opacity below 1/255 (finite inputs, sigma >= 0): culled
         const float bar = 2.f * limit;      // drop when both weights exceed 2 L' at every pixel centre
         const float keep_factor = 1.f - 0x1p-18f;
 
         // low-pass weight 2 |mean - p|^2
         const float dx = fmaxf(fmaxf(box.x0 - xy_opac.x, xy_opac.x - box.x1), 0.f);
         const float dy = fmaxf(fmaxf(box.y0 - xy_opac.y, xy_opac.y - box.y1), 0.f);
-        if (!(2.f * (dx * dx + dy * dy) * keep_factor > bar)) return true;
+        const bool low_pass_reaches = !(2.f * (dx * dx + dy * dy) * keep_factor > bar);
 
         // ray-splat weight: cross(p) = px A + py B + C, A = v x w, B = w x u, C = u x v
         const float4 u = s.u_M, v = s.v_M, w = s.w_M;
@@ -175,11 +179,12 @@ struct Surfel2DGS {
         const float err_y = 0x1p-19f * (hu_z * hv_x + hv_z * hu_x) + 0x1p-120f;
         const float err_z = 0x1p-19f * (hu_x * hv_y + hv_x * hu_y) + 0x1p-120f;
         const float max_z = (fabsf(mid_z) + rad_z + err_z) * (1.f + 0x1p-20f);
-        if (!(max_z < 0x1p124f)) return true;  // also NaN / inf: keep
+        const bool unbounded_splat = !(max_z < 0x1p124f);  // also NaN / inf: keep
         const float min_x = surfel2d::min_abs(mid_x, rad_x + err_x);
         const float min_y = surfel2d::min_abs(mid_y, rad_y + err_y);
         const float sx = min_x / max_z, sy = min_y / max_z;
-        return !((sx * sx + sy * sy) * keep_factor > bar);
+        const bool splat_reaches = !((sx * sx + sy * sy) * keep_factor > bar);
+        return unbounded | (!faint & (low_pass_reaches | unbounded_splat | splat_reaches));
     }
     static constexpr bool kHasCullBound = true;
     // Registers: gsplat's 2DGS kernel uses 48 (5 CTAs of 256 threads per SM). Ours keeps more per-pixel state
