@@ -151,7 +151,11 @@ struct Gaussian3DGS {
     // finite: |d| <= 2^24, a, c, |b| <= 2^70). The slope b / a is taken once, before the rows (a = a/2 + a/2,
     // exact), and a row outside the band compares against -inf (culled) rather than leaving the loop: the 32
     // lanes of the cull test, each on its own Gaussian, would otherwise part at every row. A NaN q keeps the
-    // Gaussian, as in the unscaled test. (ptxas sm_90: 29 instructions per row against 42 for the unscaled test
+    // Gaussian, as in the unscaled test. The row's vertex x + (b / a) dy (__fdividef within 2 ulp, one fma) is off
+    // by at most about 3e-7 W, W the ellipse's half width (|slope dy| <= W within the band): where that exceeds
+    // half a pixel the parabola is so flat (a W^2 = 2 L' / (1 - rho^2) <= 1000 L') that the two centres taken
+    // raise q above the row's least by under 1e-9 L', far inside the margin; both tests share this.
+    // (ptxas sm_90: 29 instructions per row against 42 for the unscaled test
     // on a copy with a and c doubled back. H200, GPU time x gsplat's blend, every output the same: lpt mode
     // street 3.54x -> 3.85x, severe 3.56x -> 3.91x, moderate 2.92x -> 3.39x, fog 2.47x -> 2.66x, bonsai orbit
     // 2.18x -> 2.25x, balanced room 1.79x -> 1.82x; auto 0.6-2% faster. Leaving the loop at the first row that
