@@ -219,14 +219,21 @@ def cull_bound(conics: Tensor, opacities: Tensor) -> Tuple[Tensor, Tensor]:
     return torch.where(safe, bound, infinite), torch.where(safe, band, infinite)
 
 
+def _staged_bound(means2d: Tensor, conics: Tensor, opacities: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """What kernels/blend_3dgs.cu stage() keeps for the cull test: the mean (x, y), the bound on sigma (1e30, never
+    culled, for a mean beyond 1e7 px) and the band's half height, in float32. [M] each"""
+    limit, band = cull_bound(conics, opacities)
+    x, y = means2d[:, 0].to(torch.float32), means2d[:, 1].to(torch.float32)
+    limit = torch.where((x.abs() < 1e7) & (y.abs() < 1e7), limit, torch.full_like(limit, 1e30))
+    return x, y, limit, band
+
+
 def may_contribute(means2d: Tensor, conics: Tensor, opacities: Tensor, box: Tuple[float, float, float, float]) -> Tensor:
     """The 3DGS cull test of kernels/blend_3dgs.cu in float32 PyTorch: False only where the Gaussian cannot
     reach alpha >= 1/255 at any pixel centre of the box (x0, x1, y0, y1 of pixel centres): per row of
     centres, sigma at the two centres around the vertex of the row's parabola. [M] bool"""
+    x, y, limit, band = _staged_bound(means2d, conics, opacities)
     f32 = torch.float32
-    limit, band = cull_bound(conics, opacities)
-    x, y = means2d[:, 0].to(f32), means2d[:, 1].to(f32)
-    limit = torch.where((x.abs() < 1e7) & (y.abs() < 1e7), limit, torch.full_like(limit, 1e30))
     a, b, c = conics[:, 0].to(f32), conics[:, 1].to(f32), conics[:, 2].to(f32)
     x0, x1, y0, y1 = box
     slope = b / a
@@ -264,10 +271,8 @@ def may_contribute_scaled(means2d: Tensor, conics: Tensor, opacities: Tensor,
     """kernels/blend_3dgs.cu may_contribute_scaled in float32 PyTorch, for the scalable Gaussians (the others
     are walked unscaled: may_contribute's answer): q = dx (a/2 dx + b dy) + (c/2 dy) dy in fmas, the slope
     b / a taken once, rows outside the band compared against -inf, no early answer. [M] bool"""
+    x, y, limit, band = _staged_bound(means2d, conics, opacities)
     f32 = torch.float32
-    limit, band = cull_bound(conics, opacities)
-    x, y = means2d[:, 0].to(f32), means2d[:, 1].to(f32)
-    limit = torch.where((x.abs() < 1e7) & (y.abs() < 1e7), limit, torch.full_like(limit, 1e30))
     half_a, b, half_c = conics[:, 0].to(f32) * 0.5, conics[:, 1].to(f32), conics[:, 2].to(f32) * 0.5
     x0, x1, y0, y1 = box
     slope = b / (half_a + half_a)
