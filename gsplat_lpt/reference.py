@@ -269,27 +269,21 @@ def scalable(means2d: Tensor, conics: Tensor) -> Tensor:
 def may_contribute_scaled(means2d: Tensor, conics: Tensor, opacities: Tensor,
                           box: Tuple[float, float, float, float]) -> Tensor:
     """kernels/blend_3dgs.cu may_contribute_scaled in float32 PyTorch, for the scalable Gaussians (the others
-    are walked unscaled: may_contribute's answer): q = dx (a/2 dx + b dy) + (c/2 dy) dy in fmas, the slope
-    b / a taken once, rows outside the band compared against -inf, no early answer. [M] bool"""
-    x, y, limit, band = _staged_bound(means2d, conics, opacities)
+    are walked unscaled: may_contribute's answer): the least q over the rectangle of the box's offsets, taken
+    at two points, the vertex of q on the line dy = ey (the offset of the box's rows nearest 0) and on the line
+    dx = ex (of its columns), each clamped to the rectangle; q = d (h d + b e) + (h' e) e in fmas. [M] bool"""
+    x, y, limit, _ = _staged_bound(means2d, conics, opacities)
     f32 = torch.float32
     half_a, b, half_c = conics[:, 0].to(f32) * 0.5, conics[:, 1].to(f32), conics[:, 2].to(f32) * 0.5
     x0, x1, y0, y1 = box
-    slope = b / (half_a + half_a)
-    culled = torch.full_like(limit, -math.inf)
-    kept = torch.zeros_like(x, dtype=torch.bool)
-    py = y0
-    while py <= y1:
-        dy = y - py
-        row_limit = torch.where(dy.abs() > band, culled, limit)
-        vertex = torch.clamp(_fma32(slope, dy, x), x0, x1)
-        px0 = torch.clamp(torch.floor(vertex - 0.5) + 0.5, min=x0)
-        px1 = torch.clamp(px0 + 1.0, max=x1)
-        dx0, dx1 = x - px0, x - px1
-        b_dy, c_dy2 = b * dy, (half_c * dy) * dy
-        q0 = _fma32(dx0, _fma32(half_a, dx0, b_dy), c_dy2)
-        q1 = _fma32(dx1, _fma32(half_a, dx1, b_dy), c_dy2)
-        kept |= ~(q0 > row_limit) | ~(q1 > row_limit)
-        py += 1.0
+    dx_lo, dx_hi, dy_lo, dy_hi = x - x1, x - x0, y - y1, y - y0
+    zero = torch.zeros_like(x)
+    ex = torch.minimum(torch.maximum(zero, dx_lo), dx_hi)
+    ey = torch.minimum(torch.maximum(zero, dy_lo), dy_hi)
+    dx = torch.minimum(torch.maximum(-(b / (half_a + half_a)) * ey, dx_lo), dx_hi)
+    dy = torch.minimum(torch.maximum(-(b / (half_c + half_c)) * ex, dy_lo), dy_hi)
+    q_row = _fma32(dx, _fma32(half_a, dx, b * ey), (half_c * ey) * ey)
+    q_column = _fma32(dy, _fma32(half_c, dy, b * ex), (half_a * ex) * ex)
+    kept = ~(q_row > limit) | ~(q_column > limit)
     return torch.where(scalable(means2d, conics), kept, may_contribute(means2d, conics, opacities, box))
 

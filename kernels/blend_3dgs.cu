@@ -144,46 +144,40 @@ struct Gaussian3DGS {
         return false;
     }
     static constexpr bool kHasCullBound = true;
-    // The same test on a scaled Staged (a / 2, b, c / 2: what nearly every batch is walked with), on the scaled
-    // values: q = dx (a/2 dx + b dy) + c/2 dy^2 in three roundings besides gsplat's offsets (b dy, the inner fma,
-    // (c/2 dy) dy and the outer fma), each within half an ulp of a value at most M, so the float q is within
-    // 4 eps M <= 4 * 6e-8 * 2000 q < 5e-4 q of exact, as the unscaled test's (scalable() keeps every product
-    // finite: |d| <= 2^24, a, c, |b| <= 2^70). The slope b / a is taken once, before the rows (a = a/2 + a/2,
-    // exact), and a row outside the band compares against -inf (culled) rather than leaving the loop: the 32
-    // lanes of the cull test, each on its own Gaussian, would otherwise part at every row. A NaN q keeps the
-    // Gaussian, as in the unscaled test. The row's vertex x + (b / a) dy (__fdividef within 2 ulp, one fma) is off
-    // by at most about 3e-7 W, W the ellipse's half width (|slope dy| <= W within the band): where that exceeds
-    // half a pixel the parabola is so flat (a W^2 = 2 L' / (1 - rho^2) <= 1000 L') that the two centres taken
-    // raise q above the row's least by under 1e-9 L', far inside the margin; both tests share this.
-    // (ptxas sm_90: 29 instructions per row against 42 for the unscaled test
-    // on a copy with a and c doubled back. H200, GPU time x gsplat's blend, every output the same: lpt mode
-    // street 3.54x -> 3.85x, severe 3.56x -> 3.91x, moderate 2.92x -> 3.39x, fog 2.47x -> 2.66x, bonsai orbit
-    // 2.18x -> 2.25x, balanced room 1.79x -> 1.82x; auto 0.6-2% faster. Leaving the loop at the first row that
-    // reaches, or skipping rows outside the band, kept none of the gain: lpt street 3.55x, moderate 2.95x. The
-    // two early answers before the rows dropped as well: lpt street 3.85x -> 4.06x, severe 3.90x -> 4.12x,
-    // moderate 3.38x -> 3.52x, fog 2.65x -> 2.76x, foliage 3.01x -> 3.13x; auto 0.4-1.4% faster.)
+    // The same bound on a scaled Staged (a / 2, b, c / 2: what nearly every batch is walked with), over the
+    // rectangle of offsets the box's centres span rather than at each row: constant work for any box, where the
+    // row test above visits every row of it. gsplat's float offset at a centre, x - px (and y - py), lies between
+    // those at the box's extreme columns, dx_lo = x - x1 and dx_hi = x - x0 (rounding is monotonic), so every
+    // offset gsplat evaluates lies in R = [dx_lo, dx_hi] x [dy_lo, dy_hi], and a Gaussian that gsplat blends at
+    // one of the box's centres has the exact q <= L' there (cull_bound): then the least q over R is <= L' too.
+    // That least q is taken at one of two points: let ex, ey be the offsets nearest 0 in R's column and row
+    // ranges (0 where the range holds 0). If the mean's offset 0 lies in R, both points below are (0, 0), q = 0.
+    // Otherwise the least q over R is on its border, and on the line dx = ex or dy = ey: from any other point of
+    // R, a small step towards the origin stays in R (each coordinate is inside its range, or at the end away
+    // from 0) and lowers q (q(t d) = t^2 q(d)). On the line dy = ey, q is a parabola in dx with its vertex at
+    // -(b / a) ey, and its least value over R's columns is at that vertex clamped to them; the same on dx = ex
+    // with the vertex -(b / c) ex. The vertex is computed within a relative 4e-7 (__fdividef, a product), which
+    // raises q at the clamped point above the line's least value q_min = e^2 det / (2a) by at most
+    // (a / 2) (4e-7 b e / a)^2 <= 1.6e-13 (b^2 / det) q_min < 1e-10 q_min (|rho| <= 0.999 keeps b^2 / det below
+    // 500; the same with c for the other line). q = d (a/2 d + b e) + (c/2 e) e in fmas is within 5e-4 q of the
+    // exact value at its float point, as in the row test (scalable() keeps every product finite: |d| <= 2^24,
+    // a, c, |b| <= 2^70), inside the 2e-3 margin of the bound. A NaN q keeps the Gaussian; an unbounded Gaussian
+    // has limit +inf (kept); L' < 0 (opacity below 1/255) has limit -1 (culled, as q >= 0). The band is not used
+    // here; a scaled batch holds no far-off mean (scalable: |mean| < 2^23, where stage() bounds those beyond
+    // 1e7 px by 1e30). Against the row test, R also holds the points between centres: the test keeps a little
+    // more, Gaussians sharper than a pixel whose reach lies between two rows or columns of centres (CPU, the
+    // bonsai scene at 1080p: 49.66% of the (warp, Gaussian) pairs kept for rows of 16 x 4 pixels either way,
+    // 46.72% against 46.69% for blocks of 8 x 8).
     static __device__ bool may_contribute_scaled(const Staged& s, const lpt::PixelBox& box) {
         const float x = s.xy_opacity_limit.x, y = s.xy_opacity_limit.y, limit = s.xy_opacity_limit.w;
         const float half_a = s.conic_extent.x, b = s.conic_extent.y, half_c = s.conic_extent.z;
-        const float band = s.conic_extent.w;
-        // No early return: an unbounded Gaussian has limit = band = +inf (q > inf is false: kept), a scaled batch
-        // holds no far-off mean (scalable: |mean| < 2^23, where stage() bounds those beyond 1e7 px by 1e30), and a
-        // Gaussian whose band misses the box's rows (or limit < 0: band < 0) compares every row against -inf.
-        const float slope = __fdividef(b, half_a + half_a);
-        const float culled = -__int_as_float(0x7f800000);
-        unsigned reached = 0u;
-        for (float py = box.y0; py <= box.y1; py += 1.f) {
-            const float dy = y - py;
-            const float row_limit = fabsf(dy) > band ? culled : limit;
-            const float vertex = fminf(fmaxf(fmaf(slope, dy, x), box.x0), box.x1);
-            const float px0 = fmaxf(floorf(vertex - 0.5f) + 0.5f, box.x0), px1 = fminf(px0 + 1.f, box.x1);
-            const float dx0 = x - px0, dx1 = x - px1;
-            const float b_dy = b * dy, c_dy2 = (half_c * dy) * dy;
-            const float q0 = fmaf(dx0, fmaf(half_a, dx0, b_dy), c_dy2);
-            const float q1 = fmaf(dx1, fmaf(half_a, dx1, b_dy), c_dy2);
-            reached |= (unsigned)(!(q0 > row_limit) | !(q1 > row_limit));
-        }
-        return reached != 0u;
+        const float dx_lo = x - box.x1, dx_hi = x - box.x0, dy_lo = y - box.y1, dy_hi = y - box.y0;
+        const float ex = fminf(fmaxf(0.f, dx_lo), dx_hi), ey = fminf(fmaxf(0.f, dy_lo), dy_hi);
+        const float dx = fminf(fmaxf(-__fdividef(b, half_a + half_a) * ey, dx_lo), dx_hi);  // on the line dy = ey
+        const float dy = fminf(fmaxf(-__fdividef(b, half_c + half_c) * ex, dy_lo), dy_hi);  // on the line dx = ex
+        const float q_row = fmaf(dx, fmaf(half_a, dx, b * ey), (half_c * ey) * ey);
+        const float q_column = fmaf(dy, fmaf(half_c, dy, b * ex), (half_a * ex) * ex);
+        return !(q_row > limit) | !(q_column > limit);
     }
     static constexpr bool kScaledEvaluation = true;
     // Colour rows of 8-64 channels in 16-byte loads (lpt_core.cuh, PlainColorAccumulator): the front end passes

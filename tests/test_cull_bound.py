@@ -126,11 +126,14 @@ def test_tilted_needle_beside_the_box_is_dropped(test):
 @pytest.mark.parametrize("box", BOXES)
 @TESTS
 def test_the_test_is_tight_for_well_conditioned_conics(box, test):
-    """Among Gaussians with |rho| < 0.99 and opacity well above 1/255, almost all that the test keeps do reach
-    alpha >= 1/255 somewhere in the box (the margins cost under 0.5% of the kept ones)."""
+    """Among Gaussians with |rho| < 0.99, opacity well above 1/255 and no axis much below a pixel (a, c <= 2),
+    almost all that the test keeps do reach alpha >= 1/255 somewhere in the box (the margins cost under 0.5% of
+    the kept ones). (The scaled test bounds q over the rectangle the box's centres span, not at the centres
+    themselves: it also keeps sharper Gaussians whose reach lies between two rows or columns of centres, see
+    test_sharp_gaussians_between_pixel_centres.)"""
     means2d, conics, opacities = edge_gaussians(box, 4000, 7)
     a, b, c = conics.unbind(-1)
-    usable = (b.abs() < 0.99 * torch.sqrt(a * c)) & (opacities > 0.01)
+    usable = (b.abs() < 0.99 * torch.sqrt(a * c)) & (opacities > 0.01) & (a <= 2.0) & (c <= 2.0)
     kept = test(means2d, conics, opacities, box) & usable
     px, py = box_pixels(box)
     reached = (gsplat_alpha(means2d, conics, opacities, px, py) > 0).any(dim=1)
@@ -163,3 +166,36 @@ def test_sharp_gaussians_between_pixel_centres(seed, test):
     reached = (gsplat_alpha(means2d, conics, opacities, px, py) > 0).any(dim=1)
     assert not bool((reached & ~kept).any()), "a dropped Gaussian reaches alpha >= 1/255 in the box"
     assert int(reached.sum()) > 1000 and int((~kept).sum()) > 1000
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_two_points_hold_the_least_q_over_the_rectangle(seed):
+    """The scaled test's geometry (kernels/blend_3dgs.cu may_contribute_scaled), in float64: the least q over a
+    rectangle of offsets is q at one of its two points (the vertex on the line dy = ey, or on dx = ex, clamped),
+    checked against q on a dense grid of the rectangle and its border, for conics from needles to discs and
+    rectangles around, beside and over the origin."""
+    g = torch.Generator().manual_seed(seed)
+    count = 3000
+    a = 10 ** (torch.rand(count, generator=g, dtype=torch.float64) * 4 - 2)
+    c = 10 ** (torch.rand(count, generator=g, dtype=torch.float64) * 4 - 2)
+    b = (torch.rand(count, generator=g, dtype=torch.float64) * 2 - 1) * 0.999 * torch.sqrt(a * c)
+    lo = (torch.rand(count, 2, generator=g, dtype=torch.float64) - 0.5) * 40
+    hi = lo + torch.rand(count, 2, generator=g, dtype=torch.float64) * 20
+    (dx_lo, dy_lo), (dx_hi, dy_hi) = lo.unbind(-1), hi.unbind(-1)
+
+    def q(dx, dy):
+        return 0.5 * a[:, None] * dx * dx + b[:, None] * dx * dy + 0.5 * c[:, None] * dy * dy
+
+    ex = torch.minimum(torch.clamp_min(dx_lo, 0.0), dx_hi)
+    ey = torch.minimum(torch.clamp_min(dy_lo, 0.0), dy_hi)
+    dx = torch.minimum(torch.maximum(-b / a * ey, dx_lo), dx_hi)
+    dy = torch.minimum(torch.maximum(-b / c * ex, dy_lo), dy_hi)
+    two_points = torch.minimum(q(dx[:, None], ey[:, None]), q(ex[:, None], dy[:, None]))[:, 0]
+    t = torch.linspace(0.0, 1.0, 161, dtype=torch.float64)
+    gx = dx_lo[:, None] + (dx_hi - dx_lo)[:, None] * t  # [M, 161]
+    gy = dy_lo[:, None] + (dy_hi - dy_lo)[:, None] * t
+    grid = torch.stack([q(gx, gy[:, j:j + 1].expand_as(gx)).min(dim=1).values for j in range(t.numel())]).min(0).values
+    scale = q(torch.maximum(dx_lo.abs(), dx_hi.abs())[:, None], torch.maximum(dy_lo.abs(), dy_hi.abs())[:, None])[:, 0]
+    assert bool((two_points <= grid + 1e-12 * (1 + scale)).all()), "a point of the rectangle has q below both points"
+    origin_inside = (dx_lo <= 0) & (dx_hi >= 0) & (dy_lo <= 0) & (dy_hi >= 0)
+    assert bool((two_points[origin_inside] == 0).all()) and 0 < int(origin_inside.sum()) < count
