@@ -7,7 +7,10 @@ checkouts' outputs are equal (each earlier one against this one), mode by mode: 
 float where it was.
 
     PYTHONPATH=.baseline python3 tests/device/ab_kernels.py --baseline-module gsplat_lpt_before [other ...] \
-        [--channels 3 8 16 32 64 128] [--channels-2dgs 4 16] [--real garden 1x320x240] [--repeats 15] [--out DIR]
+        [--channels 3 8 16 32 64 128] [--channels-2dgs 4 16] [--real garden 1x320x240] [--repeats 15] [--out DIR] \
+        [--warp-shapes blocks rows]
+
+--warp-shapes adds this checkout once more per warp shape (LPTConfig.warp_shape), as sides "now-blocks", "now-rows".
 """
 
 from __future__ import annotations
@@ -91,10 +94,14 @@ def main() -> None:
     parser.add_argument("--real", nargs="*", default=[],
                         help="3DGS real frames: garden, " + ", ".join(BONSAI_VIEWS) + ", or the bonsai orbit as "
                              "VIEWSxWIDTHxHEIGHT (e.g. 1x320x240)")
+    parser.add_argument("--warp-shapes", nargs="*", default=[], choices=["auto", "blocks", "rows"])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     args = parser.parse_args()
-    packages = {"now": gsplat_lpt, **{name: importlib.import_module(name) for name in args.baseline_module}}
+    # side -> (package, LPTConfig fields besides the mode)
+    packages = {"now": (gsplat_lpt, {}), **{name: (importlib.import_module(name), {}) for name in args.baseline_module},
+                **{f"now-{shape}": (gsplat_lpt, {"warp_shape": shape}) for shape in args.warp_shapes}}
+    others = [side for side in packages if side != "now"]
     work = [(name, frame, "rasterize_to_pixels") for name, frame in frames_3dgs(args.channels, args.ladder, args.real)]
     work += [(name, frame, "rasterize_to_pixels_2dgs")
              for name, frame in frames_2dgs(args.channels_2dgs, args.ladder_2dgs)]
@@ -102,9 +109,9 @@ def main() -> None:
     for name, frame, function_name in work:
         gsplat_call, ours = as_call(frame, function_name)
         calls = {"gsplat": gsplat_call}
-        for side, package in packages.items():
+        for side, (package, fields) in packages.items():
             for mode in ("lpt", "auto"):
-                config = package.LPTConfig(mode=mode)
+                config = package.LPTConfig(mode=mode, **fields)
                 calls[f"{mode} {side}"] = on_stream(torch.cuda.Stream(), lambda p=package, c=config: ours(p, c))
         torch.cuda.synchronize()
         for fn in calls.values():  # warm: compiled kernels, grown buffers, auto's feedback
@@ -122,7 +129,7 @@ def main() -> None:
                                             for o, r in zip(out, reference) if o.is_floating_point())
                                  for label, out in results.items() if label != "gsplat"},
                "now_equals": {f"{mode} {side}": equal(results[f"{mode} now"], results[f"{mode} {side}"])
-                              for side in args.baseline_module for mode in ("lpt", "auto")}}
+                              for side in others for mode in ("lpt", "auto")}}
         rows.append(row)
         print(json.dumps(row), flush=True)
         del results, reference, calls
