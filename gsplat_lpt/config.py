@@ -16,17 +16,19 @@ Mode = Literal["lpt", "chunk", "fixed", "auto"]
 MODES: Tuple[str, ...] = ("lpt", "chunk", "fixed", "auto")
 WARP_SHAPES: Tuple[str, ...] = ("auto", "blocks", "rows")
 # FrameArgs.warp_blocks of each warp shape: bit P - 1 set where the persistent kernel of P pixels per thread uses
-# blocks, bit 2 where the chunk kernel does, bit 3 where the persistent kernel of a chunked frame does
-WARP_BLOCK_BITS = {"auto": 0b0001, "blocks": 0b1111, "rows": 0b0000}
-CHUNKED_FRAME_BLOCKS = 0b1100  # "auto" for a variant whose chunked frames keep blocks (Variant.chunked_warp_blocks)
+# blocks, bit 2 where the chunk kernel does, bit 3 where the persistent kernel of a chunked frame does. "auto": the
+# variant's own bits where it declares them (Variant.auto_warp_blocks), else these (blocks but with two pixels)
+WARP_BLOCK_BITS = {"auto": 0b1101, "blocks": 0b1111, "rows": 0b0000}
 
 
-def warp_block_bits(warp_shape: str, tile_size: int, chunked_blocks: bool = False) -> int:
-    """FrameArgs.warp_blocks of a warp shape at a tile size (blocks need tile sizes divisible by 8); with
-    chunked_blocks, "auto" keeps blocks in both kernels of a chunked frame."""
+def warp_block_bits(warp_shape: str, tile_size: int, auto_bits: Optional[int] = None) -> int:
+    """FrameArgs.warp_blocks of a warp shape at a tile size (blocks need tile sizes divisible by 8); auto_bits:
+    what "auto" means for the variant (None: WARP_BLOCK_BITS["auto"])."""
     if tile_size % 8 != 0:
         return 0
-    return WARP_BLOCK_BITS[warp_shape] | (CHUNKED_FRAME_BLOCKS if warp_shape == "auto" and chunked_blocks else 0)
+    if warp_shape == "auto" and auto_bits is not None:
+        return auto_bits
+    return WARP_BLOCK_BITS[warp_shape]
 
 
 # lambda, per-chunk overhead (partials written and composited) in Gaussian-equivalent work units; beta,
@@ -104,8 +106,10 @@ class LPTConfig:
     pixels_per_thread: int = 0  # pixels per thread of the LPT kernel: 1, 2 (3DGS, 2DGS), 0 = as the plan of the
     # view's last finished frame asked
     warp_shape: str = "auto"  # pixels of a warp: "blocks" of 8 x 4 pixel groups (tile sizes divisible by 8), "rows"
-    # of the tile, or "auto": blocks with one pixel per thread, rows with two; in a chunked frame rows (3DGS) or
-    # blocks (2DGS, 3DGUT: Variant.chunked_warp_blocks); what measured faster on an H200
+    # of the tile, or "auto": what measured faster on an H200 for the variant (Variant.auto_warp_blocks): blocks
+    # everywhere for 3DGS; blocks but with two pixels per thread for 2DGS and 3DGUT. (Where nothing is chunked and
+    # the heaviest item outlasts the rest, the plan gives the persistent kernel rows whatever the shape:
+    # constants.ROWS_MIN_IMBALANCE.)
     check_inputs: bool = False  # wait for the GPU after each call and raise on invalid offsets/ids at once
     gsplat_kernel_below: Optional[int] = None  # in the "lpt" and "auto" modes, frames of fewer intersections are
     # rendered by gsplat's own kernel, the same images: on them our plan's host time costs more than our kernels save.

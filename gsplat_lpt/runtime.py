@@ -243,7 +243,7 @@ class FramePlan:
     def warp_shape(self, schedule) -> str:
         """"blocks" or "rows": the pixels each warp of the frame's persistent kernel blended."""
         bits, word = warp_block_bits(self.config.warp_shape, self.intersections.tile_size,
-                                     self.rasterizer.variant.chunked_warp_blocks), constants.SCHEDULE
+                                     self.rasterizer.variant.auto_warp_blocks), constants.SCHEDULE
         bit = 3 if schedule[word["chunked_tiles"]] > 0 else schedule[word["pixels_per_thread"]] - 1
         rows = bit < 3 and schedule[word["persistent_rows"]]  # (the plan's word, in unchunked frames)
         return "blocks" if (bits >> bit) & 1 and not rows else "rows"
@@ -498,7 +498,7 @@ class Rasterizer:
         if ws.frame_config is not plan.config:  # the config's switches, set when the config object changes
             ws.frame_config = plan.config
             f.cull = plan.config.cull
-            f.warp_blocks = warp_block_bits(plan.config.warp_shape, self.tile_size, self.variant.chunked_warp_blocks)
+            f.warp_blocks = warp_block_bits(plan.config.warp_shape, self.tile_size, self.variant.auto_warp_blocks)
         arguments = ws.frame_arguments
         arguments[1], arguments[2] = ctypes.addressof(params), ctypes.addressof(outputs)
 

@@ -192,8 +192,8 @@ __device__ inline bool warp_blocks(const FrameArgs& f) {
 }
 // The warps' pixels in the frame's other kernels, each with its own bit: the chunk kernel's (bit 2), and the
 // persistent kernel's in a chunked frame (bit 3), whose items are then all light against the mean work per
-// CTA. (On the H200 rows beat blocks in both for 3DGS, by 1-5% on every chunked ladder frame, and blocks
-// did for 2DGS; the runtime sets the bits per variant, Variant.chunked_warp_blocks.)
+// CTA. (The runtime sets the bits per variant, Variant.auto_warp_blocks: on the H200 blocks beat rows in both
+// for 2DGS, and for 3DGS since its cull test on scaled batches costs the same for any box.)
 __device__ inline bool chunk_warp_blocks(const FrameArgs& f) {
     return (f.warp_blocks >> 2) & 1;
 }

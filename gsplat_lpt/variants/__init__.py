@@ -13,7 +13,7 @@ import ctypes
 import functools
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, Tuple, Type
+from typing import Callable, Dict, Optional, Tuple, Type
 
 from .. import constants, layouts
 
@@ -48,9 +48,10 @@ class Variant:
     two_pixel_many_items_max: Callable[[int], float] = constants.two_pixel_many_items_max
     # ... and in a chunked frame where the longest unit left, max(N_1 / k, N_{h+1}), is at most this x N_total / K
     two_pixel_chunked_max: Callable[[int], float] = constants.two_pixel_chunked_max
-    # warp_shape "auto" in a chunked frame: 8 x 4 blocks in both kernels (else rows). On the H200 rows were 1-5%
-    # faster on every chunked 3DGS frame; 2DGS, whose cull drops 98% of the pairs, took 1.6x as long with rows
-    chunked_warp_blocks: bool = True
+    # what warp_shape "auto" means for it: FrameArgs.warp_blocks (config.warp_block_bits), None for
+    # config.WARP_BLOCK_BITS["auto"] (blocks in chunked frames too: 2DGS, whose cull drops 98% of the pairs, took 1.6x
+    # as long there with rows on the H200)
+    auto_warp_blocks: Optional[int] = None
     # a second build of each persistent kernel that keeps no last_ids, launched where the call's Outputs struct holds
     # no last_ids pointer (a call nothing will take gsplat's backward of); the variant's write() must leave last_ids,
     # and any other index only that backward reads (2DGS's median_ids, null with it), alone where their pointers are
