@@ -175,7 +175,9 @@ CHANNEL_SLICE = 64
 # Warp shapes (LPTConfig.warp_shape): where nothing is chunked and the longest item exceeds this multiple of
 # the frame's mean work per CTA, the frame lasts as long as that item, and the persistent kernel gives its
 # warps rows of the tile (whose cull test visits fewer rows per Gaussian: on such items, long lists of small
-# Gaussians, the test is much of the work); elsewhere 8 x 4 blocks where the warp shape asks for them.
+# Gaussians, the test is much of the work); elsewhere 8 x 4 blocks where the warp shape asks for them. (Measured with
+# the row test; 3DGS's test on scaled batches now costs the same for any box, and whether rows still pay there has
+# not been measured: this word overrides warp_shape "blocks" too.)
 ROWS_MIN_IMBALANCE = 5.0
 
 

@@ -266,6 +266,21 @@ def scalable(means2d: Tensor, conics: Tensor) -> Tensor:
     return (a >= lo) & (a <= hi) & (c >= lo) & (c <= hi) & near
 
 
+def rectangle_points(dx_lo: Tensor, dx_hi: Tensor, dy_lo: Tensor, dy_hi: Tensor, b_over_a: Tensor,
+                     b_over_c: Tensor) -> Tuple[Tuple[Tensor, Tensor], Tuple[Tensor, Tensor]]:
+    """The two points of the rectangle of offsets [dx_lo, dx_hi] x [dy_lo, dy_hi] at one of which the quadratic
+    form q = (a dx^2 + c dy^2) / 2 + b dx dy takes its least value over it (kernels/blend_3dgs.cu
+    may_contribute_scaled argues why): on the row dy = ey nearest 0, the vertex -(b / a) ey clamped to the columns,
+    and on the column dx = ex nearest 0, the vertex -(b / c) ex clamped to the rows. ((dx, ey), (ex, dy)), in the
+    inputs' dtype."""
+    zero = torch.zeros_like(dx_lo)
+    ex = torch.minimum(torch.maximum(zero, dx_lo), dx_hi)
+    ey = torch.minimum(torch.maximum(zero, dy_lo), dy_hi)
+    dx = torch.minimum(torch.maximum(-b_over_a * ey, dx_lo), dx_hi)
+    dy = torch.minimum(torch.maximum(-b_over_c * ex, dy_lo), dy_hi)
+    return (dx, ey), (ex, dy)
+
+
 def may_contribute_scaled(means2d: Tensor, conics: Tensor, opacities: Tensor,
                           box: Tuple[float, float, float, float]) -> Tensor:
     """kernels/blend_3dgs.cu may_contribute_scaled in float32 PyTorch, for the scalable Gaussians (the others
@@ -276,12 +291,7 @@ def may_contribute_scaled(means2d: Tensor, conics: Tensor, opacities: Tensor,
     f32 = torch.float32
     half_a, b, half_c = conics[:, 0].to(f32) * 0.5, conics[:, 1].to(f32), conics[:, 2].to(f32) * 0.5
     x0, x1, y0, y1 = box
-    dx_lo, dx_hi, dy_lo, dy_hi = x - x1, x - x0, y - y1, y - y0
-    zero = torch.zeros_like(x)
-    ex = torch.minimum(torch.maximum(zero, dx_lo), dx_hi)
-    ey = torch.minimum(torch.maximum(zero, dy_lo), dy_hi)
-    dx = torch.minimum(torch.maximum(-(b / (half_a + half_a)) * ey, dx_lo), dx_hi)
-    dy = torch.minimum(torch.maximum(-(b / (half_c + half_c)) * ex, dy_lo), dy_hi)
+    (dx, ey), (ex, dy) = rectangle_points(x - x1, x - x0, y - y1, y - y0, b / (half_a + half_a), b / (half_c + half_c))
     q_row = _fma32(dx, _fma32(half_a, dx, b * ey), (half_c * ey) * ey)
     q_column = _fma32(dy, _fma32(half_c, dy, b * ex), (half_a * ex) * ex)
     kept = ~(q_row > limit) | ~(q_column > limit)

@@ -10,7 +10,8 @@ import math
 import pytest
 import torch
 
-from gsplat_lpt.reference import ALPHA_THRESHOLD, MAX_ALPHA, may_contribute, may_contribute_scaled
+from gsplat_lpt.reference import (ALPHA_THRESHOLD, MAX_ALPHA, may_contribute, may_contribute_scaled,
+                                  rectangle_points)
 
 # the test on batches as staged, and on scaled ones (a / 2, c / 2: nearly every batch), its own floats
 TESTS = pytest.mark.parametrize("test", [may_contribute, may_contribute_scaled], ids=["staged", "scaled"])
@@ -170,8 +171,8 @@ def test_sharp_gaussians_between_pixel_centres(seed, test):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_two_points_hold_the_least_q_over_the_rectangle(seed):
-    """The scaled test's geometry (kernels/blend_3dgs.cu may_contribute_scaled), in float64: the least q over a
-    rectangle of offsets is q at one of its two points (the vertex on the line dy = ey, or on dx = ex, clamped),
+    """The scaled test's geometry (kernels/blend_3dgs.cu may_contribute_scaled; its twin's rectangle_points), in
+    float64: the least q over a rectangle of offsets is q at one of its two points (the vertex on the line dy = ey, or on dx = ex, clamped),
     checked against q on a dense grid of the rectangle and its border, for conics from needles to discs and
     rectangles around, beside and over the origin."""
     g = torch.Generator().manual_seed(seed)
@@ -186,10 +187,7 @@ def test_two_points_hold_the_least_q_over_the_rectangle(seed):
     def q(dx, dy):
         return 0.5 * a[:, None] * dx * dx + b[:, None] * dx * dy + 0.5 * c[:, None] * dy * dy
 
-    ex = torch.minimum(torch.clamp_min(dx_lo, 0.0), dx_hi)
-    ey = torch.minimum(torch.clamp_min(dy_lo, 0.0), dy_hi)
-    dx = torch.minimum(torch.maximum(-b / a * ey, dx_lo), dx_hi)
-    dy = torch.minimum(torch.maximum(-b / c * ex, dy_lo), dy_hi)
+    (dx, ey), (ex, dy) = rectangle_points(dx_lo, dx_hi, dy_lo, dy_hi, b / a, b / c)
     two_points = torch.minimum(q(dx[:, None], ey[:, None]), q(ex[:, None], dy[:, None]))[:, 0]
     t = torch.linspace(0.0, 1.0, 161, dtype=torch.float64)
     gx = dx_lo[:, None] + (dx_hi - dx_lo)[:, None] * t  # [M, 161]
