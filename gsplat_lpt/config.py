@@ -16,9 +16,12 @@ Mode = Literal["lpt", "chunk", "fixed", "auto"]
 MODES: Tuple[str, ...] = ("lpt", "chunk", "fixed", "auto")
 WARP_SHAPES: Tuple[str, ...] = ("auto", "blocks", "rows")
 # FrameArgs.warp_blocks of each warp shape: bit P - 1 set where the persistent kernel of P pixels per thread uses
-# blocks, bit 2 where the chunk kernel does, bit 3 where the persistent kernel of a chunked frame does. "auto": the
-# variant's own bits where it declares them (Variant.auto_warp_blocks), else these (blocks but with two pixels)
-WARP_BLOCK_BITS = {"auto": 0b1101, "blocks": 0b1111, "rows": 0b0000}
+# blocks, bit 2 where the chunk kernel does, bit 3 where the persistent kernel of a chunked frame does; bit 4 where
+# the persistent kernel of an unchunked frame that lasts as long as its longest item (the plan's persistent_rows word,
+# constants.ROWS_MIN_IMBALANCE) takes rows whatever bits 0-1 say. "auto": the variant's own bits where it declares
+# them (Variant.auto_warp_blocks), else these (blocks but with two pixels, rows on latency-bound frames); "blocks"
+# and "rows" are what they say in every kernel of every frame
+WARP_BLOCK_BITS = {"auto": 0b11101, "blocks": 0b01111, "rows": 0b00000}
 
 
 def warp_block_bits(warp_shape: str, tile_size: int, auto_bits: Optional[int] = None) -> int:
@@ -107,9 +110,8 @@ class LPTConfig:
     # view's last finished frame asked
     warp_shape: str = "auto"  # pixels of a warp: "blocks" of 8 x 4 pixel groups (tile sizes divisible by 8), "rows"
     # of the tile, or "auto": what measured faster on an H200 for the variant (Variant.auto_warp_blocks): blocks
-    # everywhere for 3DGS; blocks but with two pixels per thread for 2DGS and 3DGUT. (Where nothing is chunked and
-    # the heaviest item outlasts the rest, the plan gives the persistent kernel rows whatever the shape:
-    # constants.ROWS_MIN_IMBALANCE.)
+    # everywhere for 3DGS; for 2DGS and 3DGUT blocks but with two pixels per thread, and rows where nothing is
+    # chunked and the heaviest item outlasts the rest (constants.ROWS_MIN_IMBALANCE)
     check_inputs: bool = False  # wait for the GPU after each call and raise on invalid offsets/ids at once
     gsplat_kernel_below: Optional[int] = None  # in the "lpt" and "auto" modes, frames of fewer intersections are
     # rendered by gsplat's own kernel, the same images: on them our plan's host time costs more than our kernels save.

@@ -38,7 +38,7 @@ SCHEDULE_WORDS = (
     "plan_mode",  # PLAN_MODES value the frame was planned in
     "pixels_per_thread",  # pixels per thread of the persistent kernel that runs this frame (1 or 2)
     "pixels_wanted",  # what the plan's rule asks of the next frames (1 or 2; the host reads it back)
-    "persistent_rows",  # 1: the persistent kernel's warps take rows of the tile, whatever FrameArgs.warp_blocks says
+    "persistent_rows",  # 1: the frame is latency-bound (ROWS_MIN_IMBALANCE): rows where FrameArgs.warp_blocks bit 4 says
 )
 SCHEDULE = {name: index for index, name in enumerate(SCHEDULE_WORDS)}
 SCHEDULE_SIZE = 20  # words allocated (>= len(SCHEDULE_WORDS))
@@ -173,11 +173,11 @@ TWO_PIXEL_MAX_CHANNELS = 16
 CHANNEL_SLICE = 64
 
 # Warp shapes (LPTConfig.warp_shape): where nothing is chunked and the longest item exceeds this multiple of
-# the frame's mean work per CTA, the frame lasts as long as that item, and the persistent kernel gives its
-# warps rows of the tile (whose cull test visits fewer rows per Gaussian: on such items, long lists of small
-# Gaussians, the test is much of the work); elsewhere 8 x 4 blocks where the warp shape asks for them. (Measured with
-# the row test; 3DGS's test on scaled batches now costs the same for any box, and whether rows still pay there has
-# not been measured: this word overrides warp_shape "blocks" too.)
+# the frame's mean work per CTA, the frame lasts as long as that item (the plan's persistent_rows word), and the
+# persistent kernel of a variant whose "auto" bits ask for it (config.WARP_BLOCK_BITS, bit 4: 2DGS, 3DGUT) gives its
+# warps rows of the tile, whose cull test visits fewer rows per Gaussian (on such items, long lists of small
+# Gaussians, the test is much of the work); elsewhere 8 x 4 blocks where the warp shape asks for them. 3DGS's test
+# on scaled batches costs the same for any box, and its "auto" keeps blocks there too (Variant.auto_warp_blocks).
 ROWS_MIN_IMBALANCE = 5.0
 
 

@@ -245,7 +245,7 @@ class FramePlan:
         bits, word = warp_block_bits(self.config.warp_shape, self.intersections.tile_size,
                                      self.rasterizer.variant.auto_warp_blocks), constants.SCHEDULE
         bit = 3 if schedule[word["chunked_tiles"]] > 0 else schedule[word["pixels_per_thread"]] - 1
-        rows = bit < 3 and schedule[word["persistent_rows"]]  # (the plan's word, in unchunked frames)
+        rows = bit < 3 and (bits >> 4) & 1 and schedule[word["persistent_rows"]]  # (the plan's word, unchunked frames)
         return "blocks" if (bits >> bit) & 1 and not rows else "rows"
 
 

@@ -130,7 +130,9 @@ struct FrameArgs {
     int cull;
     int finishing_kernels;
     int warp_blocks;  // 8 x 4 blocks of pixel groups per warp (else rows): bit P - 1 in the persistent kernel of P
-                      // pixels per thread, bit 2 in the chunk kernel, bit 3 in the persistent kernel of a chunked frame
+                      // pixels per thread, bit 2 in the chunk kernel, bit 3 in the persistent kernel of a chunked
+                      // frame; bit 4: rows in the persistent kernel of a latency-bound unchunked frame, whatever
+                      // bits 0-1 say (the plan's persistent_rows word)
     unsigned image_width, image_height, tile_size, tile_width, tile_height;
     int latency_companion;  // 1: the frame's persistent kernel was launched beside its latency-bound build (below)
 };
@@ -184,11 +186,14 @@ struct PixelSlot {
 //     l % 8. A warp's pixels are then 8 x 4P instead of tile_size x 32P / tile_size: a smaller perimeter,
 //     so the per-warp cull test (V::may_contribute on the warp's PixelBox) drops more Gaussians.
 // Which pixels a thread blends changes nothing else: each pixel's walk is gsplat's, in gsplat's order (and
-// all chunks of an item run in the chunk kernel, so they agree on where its pixels lie). The persistent
-// kernel takes rows where the plan says the frame lasts as long as its longest item (persistent_rows).
+// all chunks of an item run in the chunk kernel, so they agree on where its pixels lie). Where bit 4 is set, the
+// persistent kernel takes rows where the plan says the frame lasts as long as its longest item (persistent_rows).
 template <unsigned P>
 __device__ inline bool warp_blocks(const FrameArgs& f) {
     return (f.warp_blocks >> (P - 1)) & 1;
+}
+__device__ inline bool rows_when_latency_bound(const FrameArgs& f) {
+    return (f.warp_blocks >> 4) & 1;
 }
 // The warps' pixels in the frame's other kernels, each with its own bit: the chunk kernel's (bit 2), and the
 // persistent kernel's in a chunked frame (bit 3), whose items are then all light against the mean work per
@@ -934,7 +939,8 @@ __device__ void lpt_persistent_blend(const FrameArgs& f, const typename V::Param
         const bool masked = f.masks != nullptr && !f.masks[item];
         // read per item rather than held in a register across the queue loop (the one-pixel build spilled)
         const bool blocks = chunked_tiles > 0 ? chunked_frame_warp_blocks(f)
-                                              : warp_blocks<P>(f) && f.schedule[LPT_WORD_PERSISTENT_ROWS] == 0;
+                                              : warp_blocks<P>(f) && !(rows_when_latency_bound(f) &&
+                                                                       f.schedule[LPT_WORD_PERSISTENT_ROWS] != 0);
         PixelSlot slots[P] = {};
         typename V::Pixel pixel_ctx[P];
         PixelBlend<V, CDIM, kSignedTransmittance<P, CDIM>> pixels[P] = {};

@@ -127,13 +127,14 @@ def test_vanilla_is_a_backend_not_a_mode():
 
 def test_warp_block_bits_per_kernel_role():
     """FrameArgs.warp_blocks: bit P - 1 the persistent kernel of P pixels per thread, bit 2 the chunk kernel,
-    bit 3 the persistent kernel of a chunked frame. "auto" is the variant's own where it declares it (3DGS: blocks
-    everywhere), else blocks but with two pixels per thread (2DGS, 3DGUT); "blocks" and "rows" are the same for
-    every variant; tile sizes not divisible by 8 always take rows."""
+    bit 3 the persistent kernel of a chunked frame, bit 4 rows on latency-bound unchunked frames. "auto" is the
+    variant's own where it declares it (3DGS: blocks everywhere), else blocks but with two pixels per thread and
+    rows on latency-bound frames (2DGS, 3DGUT); "blocks" and "rows" are the same for every variant, in every
+    kernel of every frame; tile sizes not divisible by 8 always take rows."""
     from gsplat_lpt.config import warp_block_bits
     from gsplat_lpt.variants import VARIANTS
 
-    assert warp_block_bits("auto", 16) == 0b1101
+    assert warp_block_bits("auto", 16) == 0b11101
     assert warp_block_bits("auto", 16, auto_bits=0b1111) == 0b1111
     assert warp_block_bits("blocks", 16) == warp_block_bits("blocks", 16, auto_bits=0) == 0b1111
     assert warp_block_bits("rows", 16, auto_bits=0b1111) == 0
@@ -141,7 +142,7 @@ def test_warp_block_bits_per_kernel_role():
     assert VARIANTS["rasterize_to_pixels"].auto_warp_blocks == 0b1111
     for name in ("rasterize_to_pixels_2dgs", "rasterize_to_pixels_eval3d"):
         variant = VARIANTS[name]
-        assert warp_block_bits("auto", 16, variant.auto_warp_blocks) == 0b1101
+        assert warp_block_bits("auto", 16, variant.auto_warp_blocks) == 0b11101
 
 
 def _bad_input_cases():

@@ -312,7 +312,10 @@ VARIANT = register(Variant(
     # rectangle rather than row by row (its cost no longer grows with the rows): H200, GPU time x gsplat's blend,
     # blocks / rows in every kernel, every output the same: bonsai orbit 2.55x / 2.48x, garden 2.52x / 2.25x,
     # balanced room 2.08x / 1.96x, auto on mild 3.70x / 3.47x, moderate 4.91x / 4.61x, street 16.07x / 15.20x,
-    # fog 62.86x / 60.75x, foliage 5.56x / 5.24x; only the 6-camera rig took longer, 9.72x / 9.98x
+    # fog 62.86x / 60.75x, foliage 5.56x / 5.24x; only the 6-camera rig took longer, 9.72x / 9.98x. Latency-bound
+    # frames too (bit 4 clear: no rows there, config.WARP_BLOCK_BITS), lpt blocks / rows: fog 3.70x / 3.03x, veil
+    # 3.80x / 3.44x, foliage 3.92x / 3.45x, the dense probes 3.43x / 2.77x and 3.47x / 2.69x, a cluster 3.48x / 3.09x;
+    # slower on extreme 3.47x / 4.01x, severe 4.03x / 4.29x, the rig 3.95x / 4.14x, street 4.23x / 4.26x
     auto_warp_blocks=0b1111,
     no_last_ids_kernel=True,
 ))

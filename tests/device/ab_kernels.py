@@ -8,9 +8,14 @@ float where it was.
 
     PYTHONPATH=.baseline python3 tests/device/ab_kernels.py --baseline-module gsplat_lpt_before [other ...] \
         [--channels 3 8 16 32 64 128] [--channels-2dgs 4 16] [--real garden 1x320x240] [--repeats 15] [--out DIR] \
-        [--warp-shapes blocks rows]
+        [--warp-shapes blocks rows] [--warp-bits NAME=BITS ...] [--probes NAME ...]
 
---warp-shapes adds this checkout once more per warp shape (LPTConfig.warp_shape), as sides "now-blocks", "now-rows".
+(With no --baseline-module, this checkout's sides alone: its warp shapes against its default.)
+
+--warp-shapes adds this checkout once more per warp shape (LPTConfig.warp_shape), as sides "now-blocks", "now-rows";
+--warp-bits NAME=BITS once more per FrameArgs.warp_blocks value (config.WARP_BLOCK_BITS: bit P - 1 the persistent
+kernel of P pixels, bit 2 the chunk kernel, bit 3 the persistent kernel of a chunked frame, bit 4 rows on latency-bound
+unchunked frames), registered as a warp shape of that name for the run, as side "now-NAME" (e.g. chunkrows=0b1011).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import gsplat_lpt  # noqa: E402
 from gsplat_lpt.hook import original  # noqa: E402
 
 
-def frames_3dgs(channel_counts, ladder, real=()):
+def frames_3dgs(channel_counts, ladder, real=(), probes=()):
     bonsai = project(*bonsai_gaussians(4, 1920, 1080))
     for channels in channel_counts:
         yield f"3dgs bonsai 4x1080p {channels} ch", with_channels(bonsai, channels)
@@ -50,6 +55,10 @@ def frames_3dgs(channel_counts, ladder, real=()):
         else:  # "VIEWSxWIDTHxHEIGHT": the bonsai orbit at that size, e.g. 1x320x240
             views, width, height = (int(v) for v in name.split("x"))
             yield f"3dgs bonsai {name}", project(*bonsai_gaussians(views, width, height))
+    if probes:
+        from unseen_frames import build
+        for name in probes:  # frames built unlike the ladder (gsplat_lpt.scenes.probes)
+            yield f"3dgs probe:{name}", build(name)
 
 
 def frames_2dgs(channel_counts, ladder):
@@ -86,7 +95,7 @@ def equal(a, b) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--baseline-module", nargs="+", required=True)
+    parser.add_argument("--baseline-module", nargs="*", default=[])
     parser.add_argument("--channels", nargs="*", type=int, default=[3, 8, 16, 32, 64, 128])
     parser.add_argument("--channels-2dgs", nargs="*", type=int, default=[4, 16])
     parser.add_argument("--ladder", nargs="*", default=["balanced", "street"])
@@ -94,15 +103,25 @@ def main() -> None:
     parser.add_argument("--real", nargs="*", default=[],
                         help="3DGS real frames: garden, " + ", ".join(BONSAI_VIEWS) + ", or the bonsai orbit as "
                              "VIEWSxWIDTHxHEIGHT (e.g. 1x320x240)")
+    parser.add_argument("--probes", nargs="*", default=[], help="probe scenes (gsplat_lpt.scenes.probe_names())")
     parser.add_argument("--warp-shapes", nargs="*", default=[], choices=["auto", "blocks", "rows"])
+    parser.add_argument("--warp-bits", nargs="*", default=[], metavar="NAME=BITS")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     args = parser.parse_args()
+    shapes = list(args.warp_shapes)
+    if args.warp_bits:  # this run's own warp shapes: FrameArgs.warp_blocks values by name
+        from gsplat_lpt import config as config_module
+        for item in args.warp_bits:
+            name, bits = item.split("=")
+            config_module.WARP_BLOCK_BITS[name] = int(bits, 0)
+            shapes.append(name)
+        config_module.WARP_SHAPES = tuple(config_module.WARP_BLOCK_BITS)
     # side -> (package, LPTConfig fields besides the mode)
     packages = {"now": (gsplat_lpt, {}), **{name: (importlib.import_module(name), {}) for name in args.baseline_module},
-                **{f"now-{shape}": (gsplat_lpt, {"warp_shape": shape}) for shape in args.warp_shapes}}
+                **{f"now-{shape}": (gsplat_lpt, {"warp_shape": shape}) for shape in shapes}}
     others = [side for side in packages if side != "now"]
-    work = [(name, frame, "rasterize_to_pixels") for name, frame in frames_3dgs(args.channels, args.ladder, args.real)]
+    work = [(name, frame, "rasterize_to_pixels") for name, frame in frames_3dgs(args.channels, args.ladder, args.real, args.probes)]
     work += [(name, frame, "rasterize_to_pixels_2dgs")
              for name, frame in frames_2dgs(args.channels_2dgs, args.ladder_2dgs)]
     rows = []
