@@ -268,8 +268,9 @@ def kernel_us(fn, names, calls=20):
 
 def culled_share(frame, warp_shape="rows") -> float:
     """Share of (Gaussian, warp) pairs of the frame that the cull bound drops (16 x 16 tiles, two pixels per
-    thread: 4 warps of 4 rows, or of 8 x 8 pixels with warp_shape "blocks")."""
-    from gsplat_lpt.reference import may_contribute
+    thread: 4 warps of 4 rows, or of 8 x 8 pixels with warp_shape "blocks"), by the test the kernels take on scaled
+    batches (reference.may_contribute_scaled; the row test for Gaussians that cannot be scaled)."""
+    from gsplat_lpt.reference import may_contribute_scaled as may_contribute
 
     offsets = frame["isect_offsets"].reshape(-1).long()
     ids = frame["flatten_ids"].long()
