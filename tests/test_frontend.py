@@ -145,6 +145,38 @@ def test_warp_block_bits_per_kernel_role():
         assert warp_block_bits("auto", 16, variant.auto_warp_blocks) == 0b11101
 
 
+def test_reported_warp_shape_follows_the_bits_and_the_plan():
+    """meta["lpt"]["warp_shape"] (FramePlan.warp_shape) reads what the kernels read: the bit of the frame's
+    persistent kernel, and the plan's persistent_rows word only where bit 4 asks for it (2DGS, 3DGUT under "auto"),
+    never for 3DGS under "auto" nor under a forced shape."""
+    from types import SimpleNamespace
+
+    from gsplat_lpt import constants
+    from gsplat_lpt.runtime import FramePlan
+    from gsplat_lpt.variants import VARIANTS
+
+    def shape(variant, warp_shape, chunked=0, pixels=1, latency_bound=0, tile_size=16):
+        schedule = [0] * constants.SCHEDULE_SIZE
+        word = constants.SCHEDULE
+        schedule[word["chunked_tiles"]], schedule[word["pixels_per_thread"]] = chunked, pixels
+        schedule[word["persistent_rows"]] = latency_bound
+        plan = SimpleNamespace(config=LPTConfig(warp_shape=warp_shape),
+                               intersections=SimpleNamespace(tile_size=tile_size),
+                               rasterizer=SimpleNamespace(variant=VARIANTS[variant]))
+        return FramePlan.warp_shape(plan, schedule)
+
+    gs3d, gs2d, gut = "rasterize_to_pixels", "rasterize_to_pixels_2dgs", "rasterize_to_pixels_eval3d"
+    assert shape(gs3d, "auto", latency_bound=1) == shape(gs3d, "auto") == "blocks"
+    assert shape(gs3d, "auto", pixels=2, latency_bound=1) == shape(gs3d, "auto", chunked=5) == "blocks"
+    for variant in (gs2d, gut):
+        assert shape(variant, "auto") == "blocks" and shape(variant, "auto", latency_bound=1) == "rows"
+        assert shape(variant, "auto", pixels=2) == "rows" and shape(variant, "auto", chunked=5) == "blocks"
+        assert shape(variant, "blocks", latency_bound=1) == shape(variant, "blocks", pixels=2) == "blocks"
+    for variant in (gs3d, gs2d, gut):
+        assert shape(variant, "rows") == shape(variant, "rows", chunked=5) == "rows"
+        assert shape(variant, "blocks", tile_size=12) == "rows"
+
+
 def _bad_input_cases():
     """Every change of test_bad_input_is_named and a few the fast path's own checks must catch (a shape that
     differs only in its leading dims, backgrounds and masks of the wrong shape, a 0-d tensor)."""
