@@ -443,18 +443,16 @@ class TileDepths:
 
 
 @torch.no_grad()
-def heaviest_tile_depths(scene, frame: int = 0, tiles: int = 1, tile_size: int = 16, eps2d: float = 0.3) -> List[TileDepths]:
-    """The `tiles` longest tile lists of one scene frame (over its cameras) and every pixel's stop depth there,
-    with gsplat's per-pixel blending math on the CPU: how much of a heavy tile's list the blending kernel
-    really walks (list length overstates that where the pixels saturate early)."""
-    from ..reference import stop_positions
-
+def heaviest_tile_lists(scene, frame: int = 0, tiles: int = 1, tile_size: int = 16, eps2d: float = 0.3):
+    """The `tiles` longest tile lists of one scene frame (over its cameras), as `isect_tiles` orders them: the
+    frame's projection, then per tile (image, tile_x, tile_y, ids sorted by depth, then index, and the tile's
+    pixel centres px, py)."""
     viewmats, Ks = scene.frame_cameras(frame)
     screen = project_gaussians(scene.means, scene.quats, scene.scales, scene.opacities, viewmats, Ks, scene.width,
                                scene.height, eps2d=eps2d, with_conics=True)
     tile_width, tile_height = tile_grid(scene.width, scene.height, tile_size)
     counts = count_tile_intersections(screen.means2d, screen.radii, tile_size, tile_width, tile_height)
-    results = []
+    lists = []
     for flat in torch.argsort(counts.reshape(-1), descending=True, stable=True)[:tiles].tolist():
         image, tile = divmod(flat, tile_width * tile_height)
         tile_y, tile_x = divmod(tile, tile_width)
@@ -466,6 +464,20 @@ def heaviest_tile_depths(scene, frame: int = 0, tiles: int = 1, tile_size: int =
         local = torch.arange(tile_size * tile_size)
         px = (tile_x * tile_size + local % tile_size).float() + 0.5
         py = (tile_y * tile_size + local // tile_size).float() + 0.5
+        lists.append((image, tile_x, tile_y, ids, px, py))
+    return screen, lists
+
+
+@torch.no_grad()
+def heaviest_tile_depths(scene, frame: int = 0, tiles: int = 1, tile_size: int = 16, eps2d: float = 0.3) -> List[TileDepths]:
+    """The `tiles` longest tile lists of one scene frame (over its cameras) and every pixel's stop depth there,
+    with gsplat's per-pixel blending math on the CPU: how much of a heavy tile's list the blending kernel
+    really walks (list length overstates that where the pixels saturate early)."""
+    from ..reference import stop_positions
+
+    screen, lists = heaviest_tile_lists(scene, frame, tiles, tile_size, eps2d)
+    results = []
+    for image, tile_x, tile_y, ids, px, py in lists:
         positions = torch.arange(ids.numel())
         stops = stop_positions(screen.means2d[image, ids], screen.conics[image, ids], scene.opacities[ids].float().cpu(),
                                positions, px, py)

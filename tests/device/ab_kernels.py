@@ -32,7 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_core import (BONSAI_VIEWS, bonsai_gaussians, bonsai_view_frame, garden_frame, ladder_frames,  # noqa: E402
-                        on_stream, project, time_interleaved)
+                        on_stream, project, register_warp_shapes, time_interleaved)
 from bench_shapes import with_channels  # noqa: E402
 
 import gsplat_lpt  # noqa: E402
@@ -109,14 +109,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     args = parser.parse_args()
-    shapes = list(args.warp_shapes)
-    if args.warp_bits:  # this run's own warp shapes: FrameArgs.warp_blocks values by name
-        from gsplat_lpt import config as config_module
-        for item in args.warp_bits:
-            name, bits = item.split("=")
-            config_module.WARP_BLOCK_BITS[name] = int(bits, 0)
-            shapes.append(name)
-        config_module.WARP_SHAPES = tuple(config_module.WARP_BLOCK_BITS)
+    own_shapes = {name: int(bits, 0) for name, bits in (item.split("=") for item in args.warp_bits)}
+    register_warp_shapes(own_shapes)  # this run's own warp shapes: FrameArgs.warp_blocks values by name
+    shapes = list(args.warp_shapes) + list(own_shapes)
     # side -> (package, LPTConfig fields besides the mode)
     packages = {"now": (gsplat_lpt, {}), **{name: (importlib.import_module(name), {}) for name in args.baseline_module},
                 **{f"now-{shape}": (gsplat_lpt, {"warp_shape": shape}) for shape in shapes}}

@@ -266,6 +266,15 @@ def kernel_us(fn, names, calls=20):
     return sum(us for key, us in kernel_times_us(fn, calls).items() if any(name in key for name in names))
 
 
+def register_warp_shapes(bits_by_name) -> None:
+    """Warp shapes of the benchmarks' own for this process: LPTConfig(warp_shape=name) then runs with those
+    FrameArgs.warp_blocks bits (config.WARP_BLOCK_BITS)."""
+    from gsplat_lpt import config as config_module
+
+    config_module.WARP_BLOCK_BITS.update(bits_by_name)
+    config_module.WARP_SHAPES = tuple(config_module.WARP_BLOCK_BITS)
+
+
 def culled_share(frame, warp_shape="rows") -> float:
     """Share of (Gaussian, warp) pairs of the frame that the cull bound drops (16 x 16 tiles, two pixels per
     thread: 4 warps of 4 rows, or of 8 x 8 pixels with warp_shape "blocks"), by the test the kernels take on scaled
@@ -324,9 +333,8 @@ def measure(name, frame, repeats, fixed_grid, policy=None, policy_grid=(), rhos=
             configs["lpt-blocks"] = LPTConfig(mode="lpt", warp_shape="blocks")
             configs["auto-rows"] = auto.replace(warp_shape="rows")
             if os.environ.get("BENCH_WARP_ROLES"):  # in a chunked frame, one kernel's warps back to blocks
-                from gsplat_lpt import config as config_module  # (bit 2: the chunk kernel, bit 3: the LPT kernel)
-                config_module.WARP_BLOCK_BITS.update({"chunk-blocks": 0b0101, "chunked-lpt-blocks": 0b1001})
-                config_module.WARP_SHAPES = tuple(config_module.WARP_BLOCK_BITS)
+                # (bit 2: the chunk kernel, bit 3: the LPT kernel)
+                register_warp_shapes({"chunk-blocks": 0b0101, "chunked-lpt-blocks": 0b1001})
                 configs["auto-chunkblocks"] = auto.replace(warp_shape="chunk-blocks")
                 configs["auto-lptblocks"] = auto.replace(warp_shape="chunked-lpt-blocks")
     grid_k = grid_k or ((4, 8, 16, 32, 64) if NEW_CORE else (4, 8, 16))

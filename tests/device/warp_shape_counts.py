@@ -14,7 +14,7 @@ import torch
 
 from gsplat_lpt.reference import may_contribute_scaled, stop_positions
 from gsplat_lpt.scenes import make_scene
-from gsplat_lpt.tools.analyze import count_tile_intersections, project_gaussians, tile_grid, tile_rectangles
+from gsplat_lpt.tools.analyze import heaviest_tile_lists
 
 BATCH = 256  # Gaussians staged per batch: one per thread
 
@@ -28,22 +28,10 @@ def warp_boxes(shape: str):
 
 @torch.no_grad()
 def tile_counts(scene, tiles: int):
-    viewmats, Ks = scene.frame_cameras(0)
-    screen = project_gaussians(scene.means, scene.quats, scene.scales, scene.opacities, viewmats, Ks, scene.width,
-                               scene.height, eps2d=0.3, with_conics=True)
-    tile_width, tile_height = tile_grid(scene.width, scene.height, 16)
-    counts = count_tile_intersections(screen.means2d, screen.radii, 16, tile_width, tile_height)
+    screen, lists = heaviest_tile_lists(scene, tiles=tiles)
     opacities = scene.opacities.float()
-    for flat in torch.argsort(counts.reshape(-1), descending=True, stable=True)[:tiles].tolist():
-        image, tile = divmod(flat, tile_width * tile_height)
-        tile_y, tile_x = divmod(tile, tile_width)
-        tile_min, tile_max = tile_rectangles(screen.means2d[image], screen.radii[image], 16, tile_width, tile_height)
-        listed = ((tile_min[:, 0] <= tile_x) & (tile_max[:, 0] > tile_x) & (tile_min[:, 1] <= tile_y)
-                  & (tile_max[:, 1] > tile_y))
-        ids = torch.nonzero(listed).squeeze(1)
-        ids = ids[torch.argsort(screen.depths[image, ids], stable=True)]  # isect_tiles' order
-        local = torch.arange(256)
-        px, py = (tile_x * 16 + local % 16).float() + 0.5, (tile_y * 16 + local // 16).float() + 0.5
+    for image, tile_x, tile_y, ids, px, py in lists:
+        length = ids.numel()
         walked = int(stop_positions(screen.means2d[image], screen.conics[image], opacities, ids, px, py).max())
         ids = ids[:min(walked + 1, ids.numel())]  # the CTA walks until its last pixel saturates
         means = screen.means2d[image, ids] - torch.tensor([tile_x * 16.0, tile_y * 16.0])
@@ -56,7 +44,7 @@ def tile_counts(scene, tiles: int):
             padded[:, :marks.shape[1]] = marks
             per_batch = padded.view(8, batches, BATCH).sum(-1)
             kept[shape] = (int(marks.sum()), int(per_batch.max(0).values.sum()), marks.float().mean().item())
-        yield image, tile_x, tile_y, int(counts.reshape(-1)[flat]), walked, kept
+        yield image, tile_x, tile_y, length, walked, kept
 
 
 def main() -> None:
