@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [camera-cycle] [small-frames] [probes] [bench-plan] [host] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-graphs] [trace] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [camera-cycle] [small-frames] [probes] [bench-plan] [host] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-ranges] [sm-activity-graphs] [trace] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -145,6 +145,15 @@ for stage in $stages; do
           --configs auto $([ $when = busy ] && echo --busy) --out "$OUT/trace_$when" > "$OUT/trace_$when.log" 2>&1
         grep "^\[spans\]" "$OUT/trace_$when.log" | sed "s/^/$when /"
       done
+      ;;
+    sm-activity-ranges)
+      # the same over ranges of RANGE_CALLS consecutive calls (application range replay: nothing captured or
+      # replayed, one row per range; on the H200 the profiler still ran our two kernels one after the other)
+      calls=${RANGE_CALLS:-20}
+      ncu --replay-mode app-range --clock-control none --csv --page raw \
+        --metrics sm__cycles_active.avg,sm__cycles_elapsed.avg,gpu__time_duration.sum \
+        python3 tests/device/sm_activity.py --calls "$calls" ${SM_FRAMES:+--frames $SM_FRAMES} > "$OUT/ncu_ranges.csv" 2> "$OUT/ncu_ranges_windows.txt"
+      python3 tests/device/sm_activity.py --calls "$calls" --summarize "$OUT/ncu_ranges.csv" "$OUT/ncu_ranges_windows.txt" | tee "$OUT/sm_activity_ranges.txt"
       ;;
     sm-activity-graphs)
       # the same with each call captured in a CUDA graph and profiled as one workload: the chunk kernel and
