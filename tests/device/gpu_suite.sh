@@ -147,17 +147,19 @@ for stage in $stages; do
       done
       ;;
     sm-activity-ranges)
-      # the same over ranges of RANGE_CALLS consecutive calls (application range replay: nothing captured or
-      # replayed, one row per range; on the H200 the profiler still ran our two kernels one after the other)
-      calls=${RANGE_CALLS:-20}
+      # the same over ranges of RANGE_CALLS consecutive replays of each call captured in a CUDA graph (application
+      # range replay: the program runs as it is, one row per range; one launch per call keeps the host ahead). On
+      # the H200 the profiler still ran our two kernels one after the other (JOURNAL.md, "Nsight Compute over
+      # ranges of calls"); tests/device/graph_replay.py shows the graphs keep them co-executing without it
+      calls=${RANGE_CALLS:-40}
       ncu --replay-mode app-range --clock-control none --csv --page raw \
         --metrics sm__cycles_active.avg,sm__cycles_elapsed.avg,gpu__time_duration.sum \
-        python3 tests/device/sm_activity.py --calls "$calls" ${SM_FRAMES:+--frames $SM_FRAMES} > "$OUT/ncu_ranges.csv" 2> "$OUT/ncu_ranges_windows.txt"
-      python3 tests/device/sm_activity.py --calls "$calls" --summarize "$OUT/ncu_ranges.csv" "$OUT/ncu_ranges_windows.txt" | tee "$OUT/sm_activity_ranges.txt"
+        python3 tests/device/sm_activity.py --graphs --calls "$calls" ${SM_FRAMES:+--frames $SM_FRAMES} > "$OUT/ncu_ranges.csv" 2> "$OUT/ncu_ranges_windows.txt"
+      python3 tests/device/sm_activity.py --graphs --calls "$calls" --summarize "$OUT/ncu_ranges.csv" "$OUT/ncu_ranges_windows.txt" | tee "$OUT/sm_activity_ranges.txt"
       ;;
     sm-activity-graphs)
-      # the same with each call captured in a CUDA graph and profiled as one workload: the chunk kernel and
-      # the LPT kernel co-execute as in a real frame
+      # the same with each call captured in a CUDA graph and profiled as one workload (the graph's own launch
+      # gaps count as idle; on the H200 the profiler ran the chunk kernel and the LPT kernel one after the other)
       ncu --clock-control none --profile-from-start off --graph-profiling graph --csv --page raw \
         --metrics sm__cycles_active.avg,sm__cycles_elapsed.avg,gpu__time_duration.sum \
         python3 tests/device/sm_activity.py --graphs ${SM_FRAMES:+--frames $SM_FRAMES} > "$OUT/ncu_graphs.csv" 2> "$OUT/ncu_graphs_windows.txt"

@@ -81,8 +81,9 @@ def profile_once(call, window: str, warm_ups: int = 4, repeats: int = 1) -> None
 
 def captured(call):
     """`call` warmed up on a stream of its own (its workspace: grown buffers, saturation feedback) and captured
-    there in a CUDA graph: the replay, profiled with `ncu --graph-profiling graph`, is one workload whose
-    kernels co-execute as in a real frame (the chunk kernel beside the LPT kernel)."""
+    there in a CUDA graph. Replayed without a profiler its kernels co-execute as in an eager call
+    (tests/device/graph_replay.py); profiled with `ncu --graph-profiling graph` or app-range replay, they did
+    not on the H200."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -136,8 +137,8 @@ def main() -> None:
                         help="which calls to profile")
     parser.add_argument("--summarize", nargs=2, type=Path, metavar=("NCU_CSV", "WINDOWS"))
     parser.add_argument("--graphs", action="store_true",
-                        help="each call captured in a CUDA graph, for ncu --graph-profiling graph (co-executing kernels "
-                             "measured together)")
+                        help="each call captured in a CUDA graph, for ncu --graph-profiling graph or, with --calls, "
+                             "app-range replay (on the H200 the profiler still ran our kernels one after the other)")
     parser.add_argument("--calls", type=int, default=1,
                         help="consecutive calls per window, for ncu --replay-mode app-range (one row per window, its "
                              "time per call)")
