@@ -17,8 +17,8 @@ With `--calls N` each window is N consecutive calls of one frame instead, for ap
 
     ncu --replay-mode app-range --clock-control none --csv --page raw \
         --metrics sm__cycles_active.avg,sm__cycles_elapsed.avg,gpu__time_duration.sum \
-        python3 tests/device/sm_activity.py --calls 20 > ncu_ranges.csv 2> windows.txt
-    python3 tests/device/sm_activity.py --calls 20 --summarize ncu_ranges.csv windows.txt
+        python3 tests/device/sm_activity.py --graphs --calls 40 > ncu_ranges.csv 2> windows.txt
+    python3 tests/device/sm_activity.py --graphs --calls 40 --summarize ncu_ranges.csv windows.txt
 
 Ranges are cudaProfilerStart/Stop pairs; the program runs as it is (nothing captured or replayed) and the counters
 cover the whole range: one row per window, its time shown per call. What it showed on the H200 (Nsight Compute
@@ -41,7 +41,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def run(frames, graphs: bool = False, modes=("vanilla", "auto", "lpt"), repeats: int = 1) -> None:
+def run(frames, graphs: bool = False, modes=("vanilla", "auto", "lpt"), calls: int = 1) -> None:
     import gsplat_lpt
     from bench_core import BONSAI_VIEWS, bonsai_frame, bonsai_view_frame, garden_frame, ladder_frames
     from gsplat_lpt import LPTConfig
@@ -56,23 +56,23 @@ def run(frames, graphs: bool = False, modes=("vanilla", "auto", "lpt"), repeats:
         all_frames.append(garden_frame())
     all_frames += [bonsai_view_frame(f) for f in frames if f in BONSAI_VIEWS]
     for name, frame in all_frames:
-        calls = {"vanilla": lambda: gsplat_blend(**frame),
+        call_of_mode = {"vanilla": lambda: gsplat_blend(**frame),
                  "auto": lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="auto")),
                  "lpt": lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="lpt"))}
-        for mode, call in calls.items():
+        for mode, call in call_of_mode.items():
             if mode not in modes:
                 continue
-            profile_once(captured(call) if graphs else call, f"{name}\t{mode}", repeats=repeats)
+            profile_once(captured(call) if graphs else call, f"{name}\t{mode}", calls=calls)
 
 
-def profile_once(call, window: str, warm_ups: int = 4, repeats: int = 1) -> None:
-    """`call` warmed up (compiled kernels, grown buffers, saturation feedback), then run `repeats` times back to
+def profile_once(call, window: str, warm_ups: int = 4, calls: int = 1) -> None:
+    """`call` warmed up (compiled kernels, grown buffers, saturation feedback), then run `calls` times back to
     back between cudaProfilerStart/Stop; the window's name goes to stderr."""
     for _ in range(warm_ups):
         call()
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
-    for _ in range(repeats):
+    for _ in range(calls):
         call()
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()
