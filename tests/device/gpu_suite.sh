@@ -2,7 +2,7 @@
 # The GPU checks in one go: GPU tests, sanitizers, benchmarks, calibration, the OmniRe example.
 # From the repository root of a prepared GPU machine (tests/device/setup_gpu_machine.sh; README,
 # "Developing on a GPU machine"):
-#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [camera-cycle] [small-frames] [probes] [bench-plan] [host] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-ranges] [sm-activity-graphs] [trace] [pack]
+#   bash tests/device/gpu_suite.sh [tests] [sanitize] [bench] [bench-2dgs] [bench-3dgut] [camera-cycle] [small-frames] [probes] [bench-plan] [host] [bench-grid] [baseline] [calibrate] [cli-bench] [cli-bench-variants] [omnire] [omnire-variants] [multi-gpu] [sm-activity] [sm-activity-ranges] [sm-activity-graphs] [trace] [whole-call-trace] [pack]
 # (no stage named: tests sanitize bench). Logs go to $OUT (default ./out); a short summary is printed last.
 # Test data (README, "Test data"): $GSPLAT_LPT_DATA, default .data/ in the repository.
 set -u
@@ -59,6 +59,17 @@ for stage in $stages; do
       python3 tests/device/whole_call_timeline.py > "$OUT/whole_call_timeline.log" 2>&1
       head -40 "$OUT/host_pieces.log"
       tail -5 "$OUT/whole_call_timeline.log"
+      ;;
+    whole-call-trace)
+      # whole render calls of the real scenes' frames timed as `gsplat-lpt bench` times them (the GPU idle at each
+      # call's start), then traced (torch.profiler): when the blend is launched and how long the GPU waits for it
+      for frame in ${TRACE_GARDEN_FRAMES:-0 1 2}; do
+        python3 tests/device/whole_call_trace.py --scene "$GSPLAT_LPT_DATA/test_garden.npz" --frame $frame
+      done > "$OUT/whole_call_trace.log" 2>&1
+      for frame in ${TRACE_BONSAI_FRAMES:-0 1}; do
+        python3 tests/device/whole_call_trace.py --scene "$GSPLAT_LPT_DATA/bonsai-7k-mini.splat" --frame $frame
+      done >> "$OUT/whole_call_trace.log" 2>&1
+      grep -A4 "^== .*frame" "$OUT/whole_call_trace.log" | grep -v -e "^--" -e "Warning\|_warn_once"
       ;;
     probes)
       # the probe scenes (frames built unlike the ladder): every mode, lpt at one and two pixels, a fixed grid
