@@ -58,7 +58,7 @@ def call_timelines(trace: dict, kind: str) -> List[Dict[str, float]]:
         blends = [k for k in kernels if k.get("cat") == "kernel" and is_blend(k["name"])]
         syncs = [e for e in calls if e["name"] in SYNC_NAMES]
         row = {"host end": end - begin, "gpu end": max(k["ts"] + k["dur"] for k in kernels) - begin,
-               "gpu first": kernels[0]["ts"] - begin, "kernels": len(kernels)}
+               "kernels": len(kernels)}
         if syncs:
             row["sync"] = max(e["ts"] + e["dur"] for e in syncs) - begin
         if blends:
@@ -117,11 +117,12 @@ def main() -> None:
                 with record_function(f"whole_call_{kind}"):
                     render(kind)
                 torch.cuda.synchronize()
-    folder = args.out or Path(tempfile.mkdtemp())
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"whole_call_trace_frame{args.frame}.json"
-    prof.export_chrome_trace(str(path))
-    trace = json.loads(path.read_text())
+    with tempfile.TemporaryDirectory() as scratch:  # (the raw trace is kept only where --out names a folder)
+        folder = args.out or Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"whole_call_trace_frame{args.frame}.json"
+        prof.export_chrome_trace(str(path))
+        trace = json.loads(path.read_text())
     keys = ("sync", "blend launch", "gpu idle before blend", "blend start", "blend end", "gpu end", "host end")
     print(f"\n== traced calls (profiler on: host steps slower), medians of {args.traced}, us from the call's start")
     print(f"{'kind':6s}" + "".join(f"{key:>24s}" for key in keys))
