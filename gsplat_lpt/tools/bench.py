@@ -299,22 +299,27 @@ def bench_scene(
     return results
 
 
-def _time_rasterization(scene, viewmats, Ks, config: LPTConfig, repeats: int, warmup: int, variant: str = "3dgs",
-                        camera_model: str = "pinhole", tile_size: int = 16) -> Dict[str, float]:
-    """Median ms of the variant's whole render call (`frame.render_frame`) with gsplat's backend and ours, as
-    evaluation frames (no autograd: `rasterization_2dgs` makes its densify tensor require grad, and frames that
-    need gradients are never chunked)."""
+@torch.no_grad()
+def whole_call(scene, viewmats, Ks, backend: str, config: Optional[LPTConfig] = None, variant: str = "3dgs",
+               camera_model: str = "pinhole", tile_size: int = 16):
+    """One whole render call of the variant (`frame.render_frame`) on a scene's cameras, the call `bench` times end
+    to end, as an evaluation frame (no autograd: `rasterization_2dgs` makes its densify tensor require grad, and
+    frames that need gradients are never chunked)."""
     from .frame import VARIANT_SPECS, render_frame
-    from .timing import median_ms, time_interleaved
 
     render_mode = "RGB+D" if VARIANT_SPECS[variant].depth_channel else "RGB"  # what the blend stage was given
+    return render_frame(variant, scene.means, scene.quats, scene.scales, scene.opacities, scene.colors, viewmats, Ks,
+                        scene.width, scene.height, backend=backend, config=config, camera_model=camera_model,
+                        sh_degree=scene.sh_degree, packed=False, render_mode=render_mode, tile_size=tile_size)
 
-    @torch.no_grad()
+
+def _time_rasterization(scene, viewmats, Ks, config: LPTConfig, repeats: int, warmup: int, variant: str = "3dgs",
+                        camera_model: str = "pinhole", tile_size: int = 16) -> Dict[str, float]:
+    """Median ms of the variant's whole render call (`whole_call`) with gsplat's backend and ours."""
+    from .timing import median_ms, time_interleaved
+
     def render(backend: str):
-        return render_frame(variant, scene.means, scene.quats, scene.scales, scene.opacities, scene.colors,
-                            viewmats, Ks, scene.width, scene.height, backend=backend, config=config,
-                            camera_model=camera_model, sh_degree=scene.sh_degree, packed=False,
-                            render_mode=render_mode, tile_size=tile_size)
+        return whole_call(scene, viewmats, Ks, backend, config, variant, camera_model, tile_size)
 
     times = time_interleaved({"cuda": lambda: render("cuda"), "lpt": lambda: render("lpt")},
                              repeats=repeats, warmup=warmup)

@@ -57,8 +57,8 @@ def run(frames, graphs: bool = False, modes=("vanilla", "auto", "lpt"), calls: i
     all_frames += [bonsai_view_frame(f) for f in frames if f in BONSAI_VIEWS]
     for name, frame in all_frames:
         call_of_mode = {"vanilla": lambda: gsplat_blend(**frame),
-                 "auto": lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="auto")),
-                 "lpt": lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="lpt"))}
+                        "auto": lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="auto")),
+                        "lpt": lambda: gsplat_lpt.rasterize_to_pixels(**frame, config=LPTConfig(mode="lpt"))}
         for mode, call in call_of_mode.items():
             if mode not in modes:
                 continue

@@ -87,17 +87,14 @@ def main() -> None:
 
     import gsplat_lpt  # noqa: F401  (hooks gsplat)
     from gsplat_lpt.scenes.loaders import load_scene
-    from gsplat_lpt.tools.frame import render_frame
+    from gsplat_lpt.tools.bench import whole_call
     from gsplat_lpt.tools.timing import time_interleaved
 
     scene = load_scene(args.scene).to("cuda")
     viewmats, Ks = scene.frame_cameras(args.frame)
 
-    @torch.no_grad()
-    def render(backend: str):
-        return render_frame("3dgs", scene.means, scene.quats, scene.scales, scene.opacities, scene.colors, viewmats,
-                            Ks, scene.width, scene.height, backend=backend, sh_degree=scene.sh_degree,
-                            packed=False, render_mode="RGB", tile_size=16)
+    def render(backend: str):  # (the whole call `gsplat-lpt bench` times, with the default config)
+        return whole_call(scene, viewmats, Ks, backend)
 
     kinds = ("cuda", "lpt")
     times = time_interleaved({kind: (lambda k=kind: render(k)) for kind in kinds}, repeats=args.repeats, warmup=5)
